@@ -1,0 +1,252 @@
+"""Schema-valid documents → frozen policy objects, with every CEL expression compiled.
+
+Errors are collected, not raised: each carries the file position, the object and the JSON path.
+A CEL error points at the character inside the expression where the file layout allows it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from fractions import Fraction
+from typing import Any
+
+from engine.errors import PolicyIssue
+from engine.policy import cel, defaults
+from engine.policy.celcheck import BOOL, DOUBLE, INT, STRING, CelType
+from engine.policy.model import (
+    AdmissionPolicy,
+    AdmitOn,
+    Enforcement,
+    Expression,
+    FailurePolicy,
+    FairSharing,
+    Gang,
+    NamedFilter,
+    NamedScore,
+    Origin,
+    Placement,
+    PlacementStrategy,
+    Queue,
+    QueuePreemption,
+    ReclaimPolicy,
+    Requeue,
+    SchedulingPolicy,
+    Strategy,
+    Validation,
+    WithinQueuePreemption,
+)
+from engine.policy.source import Document, Position, format_path
+from engine.quantity import parse_quantity
+
+_DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ns|us|µs|ms|s|m|h)")
+_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_duration(text: str) -> float:
+    """A Go duration (``1h30m``, ``90s``) in seconds; the schema has checked its syntax."""
+    return sum(float(n) * _SECONDS[unit] for n, unit in _DURATION_PART.findall(text))
+
+
+def object_ref(doc: Document) -> str:
+    data = doc.data if isinstance(doc.data, dict) else {}
+    kind = data.get("kind") or "?"
+    metadata = data.get("metadata")
+    name = metadata.get("name") if isinstance(metadata, dict) else None
+    return f"{kind}/{name or '?'}"
+
+
+class Builder:
+    """Builds one document at a time; ``issues`` accumulates across documents."""
+
+    def __init__(self) -> None:
+        self.issues: list[PolicyIssue] = []
+        self._doc: Document | None = None
+
+    # -- reporting --------------------------------------------------------------------------
+
+    def issue(self, path: tuple[str | int, ...], message: str, at: Position | None = None) -> None:
+        doc = self._doc
+        assert doc is not None
+        where = at or doc.position(path)
+        self.issues.append(
+            PolicyIssue(
+                doc.file, where.line, where.column, object_ref(doc), format_path(path), message
+            )
+        )
+
+    # -- kinds --------------------------------------------------------------------------------
+
+    def queue(self, doc: Document) -> Queue:
+        self._doc = doc
+        spec: Mapping[str, Any] = doc.data.get("spec") or {}
+        preemption = spec.get("preemption") or {}
+        return Queue(
+            name=doc.data["metadata"]["name"],
+            parent=spec.get("parent"),
+            priority=int(spec.get("priority", 0)),
+            weight=float(spec.get("weight", 1)),
+            strategy=Strategy(spec.get("strategy", Strategy.BEST_EFFORT_FIFO)),
+            guarantee=_amounts(spec.get("guarantee")),
+            max=_amounts(spec.get("max")),
+            borrowing_limit=_amounts(spec["borrowingLimit"]) if "borrowingLimit" in spec else None,
+            lending_limit=_amounts(spec["lendingLimit"]) if "lendingLimit" in spec else None,
+            preemption=QueuePreemption(
+                WithinQueuePreemption(preemption.get("withinQueue", "Never")),
+                ReclaimPolicy(preemption.get("reclaim", "Never")),
+            ),
+            origin=Origin(doc.file, doc.position(()).line),
+            description=spec.get("description", ""),
+        )
+
+    def scheduling(self, doc: Document | None) -> SchedulingPolicy | None:
+        """The document's policy, or the built-in default when ``doc`` is None."""
+        self._doc = doc
+        before = len(self.issues)
+        data = doc.data if doc else {"metadata": {"name": "default"}, "spec": {}}
+        spec: Mapping[str, Any] = data.get("spec") or {}
+        gang = spec.get("gang") or {}
+        placement = spec.get("placement") or {}
+        requeue = spec.get("requeue") or {}
+        fair = spec.get("fairSharing") or {}
+        mapping, place = cel.MAPPING_VARS, cel.PLACEMENT_VARS
+
+        def expr(path: tuple[str | int, ...], default: str, env: Any, typ: CelType) -> Any:
+            return self._cel(spec, ("spec", *path), default, env, typ)
+
+        filters = tuple(
+            NamedFilter(
+                f["name"],
+                self._cel(f, ("spec", "placement", "filters", i, "expression"), None, place, BOOL),
+            )
+            for i, f in enumerate(placement.get("filters", []))
+        )
+        scores = tuple(
+            NamedScore(
+                s["name"],
+                float(s.get("weight", 1)),
+                self._cel(s, ("spec", "placement", "scores", i, "expression"), None, place, DOUBLE),
+            )
+            for i, s in enumerate(placement.get("scores", []))
+        )
+        built = SchedulingPolicy(
+            name=data["metadata"]["name"],
+            queue=expr(("queue",), defaults.QUEUE, mapping, STRING),
+            tenant=expr(("tenant",), defaults.TENANT, mapping, STRING),
+            priority=expr(("priority",), defaults.PRIORITY, mapping, INT),
+            fair_sharing=FairSharing(
+                bool(fair.get("enabled", True)), tuple(fair.get("resources", ()))
+            ),
+            gang=Gang(
+                min_member=expr(("gang", "minMember"), defaults.MIN_MEMBER, mapping, INT),
+                admit_on=AdmitOn(gang.get("admitOn", AdmitOn.ALL)),
+                allow_split=expr(("gang", "allowSplit"), defaults.ALLOW_SPLIT, mapping, BOOL),
+            ),
+            placement=Placement(
+                filters,
+                scores,
+                PlacementStrategy(placement.get("strategy", PlacementStrategy.BIN_PACK)),
+            ),
+            requeue=self._requeue(requeue),
+            scope=expr(("scope",), defaults.SCOPE, cel.SCOPE_VARS, BOOL),
+            origin=Origin(doc.file, doc.position(()).line) if doc else None,
+        )
+        return built if len(self.issues) == before else None
+
+    def admission(self, doc: Document) -> AdmissionPolicy | None:
+        self._doc = doc
+        before = len(self.issues)
+        spec: Mapping[str, Any] = doc.data["spec"]
+        env = cel.ADMISSION_VARS
+        validations = []
+        for i, item in enumerate(spec["validations"]):
+            base = ("spec", "validations", i)
+            message_expr = None
+            if "messageExpression" in item:
+                message_expr = self._cel(item, (*base, "messageExpression"), None, env, STRING)
+            validations.append(
+                Validation(
+                    expression=self._cel(item, (*base, "expression"), None, env, BOOL),
+                    message=item.get("message"),
+                    message_expression=message_expr,
+                    reason=item.get("reason", "Forbidden"),
+                )
+            )
+        built = AdmissionPolicy(
+            name=doc.data["metadata"]["name"],
+            match=self._cel(spec, ("spec", "match"), defaults.MATCH_ALL, env, BOOL),
+            validations=tuple(validations),
+            enforcement=Enforcement(spec.get("enforcement", Enforcement.DENY)),
+            failure_policy=FailurePolicy(spec.get("failurePolicy", FailurePolicy.FAIL)),
+            origin=Origin(doc.file, doc.position(()).line),
+        )
+        return built if len(self.issues) == before else None
+
+    # -- pieces -------------------------------------------------------------------------------
+
+    def _requeue(self, requeue: Mapping[str, Any]) -> Requeue:
+        values = Requeue(
+            startup_timeout=parse_duration(requeue.get("startupTimeout", defaults.STARTUP_TIMEOUT)),
+            backoff_base=parse_duration(requeue.get("backoffBase", defaults.BACKOFF_BASE)),
+            backoff_max=parse_duration(requeue.get("backoffMax", defaults.BACKOFF_MAX)),
+            max_attempts=int(requeue.get("maxAttempts", defaults.MAX_ATTEMPTS)),
+            cluster_not_ready_grace=parse_duration(
+                requeue.get("clusterNotReadyGrace", defaults.CLUSTER_NOT_READY_GRACE)
+            ),
+        )
+        if values.backoff_base > values.backoff_max:
+            self.issue(
+                ("spec", "requeue", "backoffBase"),
+                f"backoffBase ({requeue.get('backoffBase', defaults.BACKOFF_BASE)}) is longer "
+                f"than backoffMax ({requeue.get('backoffMax', defaults.BACKOFF_MAX)})",
+            )
+        return values
+
+    def _cel(
+        self,
+        holder: Mapping[str, Any],
+        path: tuple[str | int, ...],
+        default: str | None,
+        variables: Mapping[str, CelType],
+        expected: CelType,
+    ) -> Expression | None:
+        key = path[-1]
+        text = holder.get(key, default) if isinstance(key, str) else default
+        assert text is not None, f"required expression {path} passed the schema"
+        compiled = cel.compile_expression(text, variables, expected)
+        if isinstance(compiled, cel.CelProgram):
+            return Expression(format_path(path), compiled)
+        for problem in compiled:
+            at = self._expression_position(path, text, problem.line, problem.column)
+            caret = _caret(text, problem.line, problem.column)
+            self.issue(path, f"{problem.message}\n{caret}", at)
+        return None
+
+    def _expression_position(
+        self, path: tuple[str | int, ...], text: str, line: int, column: int
+    ) -> Position | None:
+        """The file position of character (line, column) of an expression, when exact."""
+        doc = self._doc
+        if doc is None or path not in doc.scalars:
+            return None
+        scalar = doc.scalars[path]
+        start = scalar.start
+        if scalar.style is None and "\n" not in text:
+            return Position(start.line, start.column + column - 1)
+        if scalar.style in ("'", '"') and "\n" not in text and "\\" not in text:
+            prefix = text[: column - 1]
+            extra = prefix.count("'") if scalar.style == "'" else 0  # '' escapes a quote
+            return Position(start.line, start.column + column + extra)
+        if scalar.style == "|":
+            return Position(start.line + line, scalar.indent + column)
+        return None  # folded or multi-line flow scalars: the caret in the message locates it
+
+
+def _amounts(raw: Mapping[str, Any] | None) -> dict[str, Fraction]:
+    return {name: parse_quantity(value) for name, value in (raw or {}).items()}
+
+
+def _caret(text: str, line: int, column: int) -> str:
+    lines = text.splitlines() or [""]
+    source = lines[min(max(line, 1), len(lines)) - 1]
+    return f"    | {source}\n    | {' ' * max(column - 1, 0)}^"

@@ -1,0 +1,166 @@
+"""Frozen values of a loaded policy set: what the scheduler, webhook and CLI read."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from fractions import Fraction
+
+from engine.policy.cel import CelProgram
+
+Amounts = Mapping[str, Fraction]
+
+
+class Strategy(StrEnum):
+    STRICT_FIFO = "StrictFIFO"
+    BEST_EFFORT_FIFO = "BestEffortFIFO"
+
+
+class WithinQueuePreemption(StrEnum):
+    NEVER = "Never"
+    LOWER_PRIORITY = "LowerPriority"
+
+
+class ReclaimPolicy(StrEnum):
+    NEVER = "Never"
+    ANY = "Any"
+
+
+class AdmitOn(StrEnum):
+    ALL = "All"
+    MIN_MEMBER = "MinMember"
+
+
+class PlacementStrategy(StrEnum):
+    BIN_PACK = "BinPack"
+    SPREAD = "Spread"
+
+
+class Enforcement(StrEnum):
+    DENY = "Deny"
+    WARN = "Warn"
+    DRY_RUN = "DryRun"
+
+
+class FailurePolicy(StrEnum):
+    FAIL = "Fail"
+    IGNORE = "Ignore"
+
+
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """Where a policy object was defined."""
+
+    file: str
+    line: int
+
+
+@dataclass(frozen=True, slots=True)
+class Expression:
+    """A compiled CEL expression and where it was written."""
+
+    path: str  # e.g. spec.placement.filters[0].expression
+    program: CelProgram
+
+    @property
+    def source(self) -> str:
+        return self.program.source
+
+
+@dataclass(frozen=True, slots=True)
+class QueuePreemption:
+    within_queue: WithinQueuePreemption = WithinQueuePreemption.NEVER
+    reclaim: ReclaimPolicy = ReclaimPolicy.NEVER
+
+
+@dataclass(frozen=True, slots=True)
+class Queue:
+    name: str
+    parent: str | None
+    priority: int
+    weight: float
+    strategy: Strategy
+    guarantee: Amounts
+    max: Amounts
+    borrowing_limit: Amounts | None
+    lending_limit: Amounts | None
+    preemption: QueuePreemption
+    origin: Origin
+    description: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class FairSharing:
+    enabled: bool
+    resources: tuple[str, ...]  # empty: every resource named by any queue
+
+
+@dataclass(frozen=True, slots=True)
+class Gang:
+    min_member: Expression
+    admit_on: AdmitOn
+    allow_split: Expression
+
+
+@dataclass(frozen=True, slots=True)
+class NamedFilter:
+    name: str
+    expression: Expression
+
+
+@dataclass(frozen=True, slots=True)
+class NamedScore:
+    name: str
+    weight: float
+    expression: Expression
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    filters: tuple[NamedFilter, ...]
+    scores: tuple[NamedScore, ...]
+    strategy: PlacementStrategy
+
+
+@dataclass(frozen=True, slots=True)
+class Requeue:
+    """Durations in seconds."""
+
+    startup_timeout: float
+    backoff_base: float
+    backoff_max: float
+    max_attempts: int
+    cluster_not_ready_grace: float
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulingPolicy:
+    name: str
+    queue: Expression
+    tenant: Expression
+    priority: Expression
+    fair_sharing: FairSharing
+    gang: Gang
+    placement: Placement
+    requeue: Requeue
+    scope: Expression
+    origin: Origin | None  # None for the built-in default
+
+
+@dataclass(frozen=True, slots=True)
+class Validation:
+    expression: Expression
+    message: str | None
+    message_expression: Expression | None
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class AdmissionPolicy:
+    name: str
+    match: Expression
+    validations: tuple[Validation, ...]
+    enforcement: Enforcement
+    failure_policy: FailurePolicy
+    origin: Origin

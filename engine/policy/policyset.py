@@ -1,0 +1,165 @@
+"""The immutable, versioned PolicySet and the loader that builds it from files."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from engine.errors import PolicyIssue, PolicyLoadError
+from engine.policy import schema
+from engine.policy.build import Builder, object_ref
+from engine.policy.checks import check_queues
+from engine.policy.model import AdmissionPolicy, Queue, SchedulingPolicy
+from engine.policy.source import Document, format_path, policy_files, read_documents
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class PolicySet:
+    """Everything the scheduler and webhook read, compiled and checked. Never mutated."""
+
+    version: str  # content hash, with "@revision" when the loader was given one
+    digest: str  # the content hash alone
+    revision: str | None
+    queues: tuple[Queue, ...]  # sorted by name
+    scheduling: SchedulingPolicy
+    admission: tuple[AdmissionPolicy, ...]  # sorted by name
+    files: tuple[str, ...]
+    _queues_by_name: Mapping[str, Queue] = field(repr=False)
+
+    def queue(self, name: str) -> Queue | None:
+        return self._queues_by_name.get(name)
+
+    @property
+    def expression_count(self) -> int:
+        s = self.scheduling
+        count = 6 + len(s.placement.filters) + len(s.placement.scores)
+        for policy in self.admission:
+            count += 1 + sum(1 + (v.message_expression is not None) for v in policy.validations)
+        return count
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "version": self.version,
+            "revision": self.revision,
+            "files": len(self.files),
+            "queues": len(self.queues),
+            "schedulingPolicy": self.scheduling.name,
+            "admissionPolicies": len(self.admission),
+            "celExpressions": self.expression_count,
+        }
+
+
+def load_policy_set(paths: Iterable[Path | str], revision: str | None = None) -> PolicySet:
+    """Load every policy document under ``paths``; raise PolicyLoadError with all issues."""
+    files, issues = policy_files(Path(p) for p in paths)
+    documents: list[Document] = []
+    for file in files:
+        docs, problems = read_documents(file)
+        documents.extend(docs)
+        issues.extend(problems)
+    valid = [doc for doc in documents if _schema_valid(doc, issues)]
+    builder = Builder()
+    by_kind: dict[str, list[Document]] = {kind: [] for kind in schema.KINDS}
+    for doc in _unique(valid, issues):
+        by_kind[doc.data["kind"]].append(doc)
+
+    queues = [builder.queue(doc) for doc in by_kind["Queue"]]
+    scheduling_docs = by_kind["SchedulingPolicy"]
+    for extra in scheduling_docs[1:]:
+        first = scheduling_docs[0]
+        issues.append(
+            _issue(
+                extra,
+                (),
+                f"more than one SchedulingPolicy: {object_ref(first)} is already defined at "
+                f"{first.file}:{first.position(()).line}; a policy set has at most one",
+            )
+        )
+    scheduling = builder.scheduling(scheduling_docs[0] if scheduling_docs else None)
+    admission = [builder.admission(doc) for doc in by_kind["AdmissionPolicy"]]
+
+    queue_docs = {doc.data["metadata"]["name"]: doc for doc in by_kind["Queue"]}
+
+    def report(name: str, path: tuple[str | int, ...], message: str) -> None:
+        issues.append(_issue(queue_docs[name], path, message))
+
+    check_queues(queues, report)
+    issues.extend(builder.issues)
+    if issues or scheduling is None:
+        raise PolicyLoadError(sorted(set(issues), key=_issue_order))
+
+    digest = content_digest(documents)
+    return PolicySet(
+        version=f"{digest}@{revision}" if revision else digest,
+        digest=digest,
+        revision=revision,
+        queues=tuple(sorted(queues, key=lambda q: q.name)),
+        scheduling=scheduling,
+        admission=tuple(sorted((a for a in admission if a), key=lambda a: a.name)),
+        files=tuple(str(f) for f in files),
+        _queues_by_name={q.name: q for q in queues},
+    )
+
+
+def content_digest(documents: Sequence[Document]) -> str:
+    """A short hash of the documents' content: independent of layout, key and file order."""
+    canonical = sorted(
+        json.dumps(doc.data, sort_keys=True, separators=(",", ":"), default=str)
+        for doc in documents
+    )
+    return hashlib.sha256("\n".join(canonical).encode()).hexdigest()[:12]
+
+
+def _schema_valid(doc: Document, issues: list[PolicyIssue]) -> bool:
+    if not isinstance(doc.data, dict):
+        issues.append(_issue(doc, (), "a policy document must be a mapping with apiVersion, kind"))
+        return False
+    problems = schema.validate(doc.data)
+    for problem in problems:
+        at = doc.key_position(problem.path) if problem.at_key else doc.position(problem.path)
+        issues.append(
+            PolicyIssue(
+                doc.file,
+                at.line,
+                at.column,
+                object_ref(doc),
+                format_path(problem.path),
+                problem.message,
+            )
+        )
+    return not problems
+
+
+def _unique(documents: Sequence[Document], issues: list[PolicyIssue]) -> list[Document]:
+    """Drop (and report) a second document of the same kind and name."""
+    seen: dict[str, Document] = {}
+    kept = []
+    for doc in documents:
+        ref = object_ref(doc)
+        if ref in seen:
+            first = seen[ref]
+            issues.append(
+                _issue(
+                    doc,
+                    ("metadata", "name"),
+                    f"duplicate name: {ref} is already defined at "
+                    f"{first.file}:{first.position(()).line}",
+                )
+            )
+            continue
+        seen[ref] = doc
+        kept.append(doc)
+    return kept
+
+
+def _issue(doc: Document, path: tuple[str | int, ...], message: str) -> PolicyIssue:
+    at = doc.position(path)
+    return PolicyIssue(doc.file, at.line, at.column, object_ref(doc), format_path(path), message)
+
+
+def _issue_order(issue: PolicyIssue) -> tuple[str, int, int, str]:
+    return (issue.file, issue.line, issue.column, issue.message)

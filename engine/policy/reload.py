@@ -1,0 +1,176 @@
+"""Hot reload of the policy set: the only module that imports watchfiles.
+
+A change under the watched paths loads a complete new PolicySet; it replaces the live one with a
+single reference assignment, and only when it loaded without error. A bad edit leaves the last
+good set live and is recorded in ``PolicyHolder.status`` (for /readyz, metrics and logs).
+watchfiles groups a burst of events (a ``git checkout`` touching many files) into one reload.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import watchfiles
+
+from engine.errors import FleetgateError, PolicyIssue, PolicyLoadError
+from engine.policy.policyset import PolicySet
+
+log = logging.getLogger(__name__)
+
+Clock = Callable[[], dt.datetime]
+
+
+def _utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class ReloadStatus:
+    """What the holder knows about loading; replaced whole, never mutated."""
+
+    version: str | None = None  # of the live set
+    loaded_at: dt.datetime | None = None  # when the live set was swapped in
+    last_attempt_at: dt.datetime | None = None
+    errors: tuple[PolicyIssue, ...] = ()  # of the last attempt; empty when it succeeded
+    reloads: int = 0  # successful loads, the first included
+    failures: int = 0  # failed loads
+
+    @property
+    def ready(self) -> bool:
+        """A valid set is live (the last attempt may still have failed)."""
+        return self.version is not None
+
+    @property
+    def healthy(self) -> bool:
+        """The files on disk are what is live: the last attempt succeeded."""
+        return self.ready and not self.errors
+
+
+class NoPolicySetError(FleetgateError):
+    """Asked for the live policy set before any valid one was loaded."""
+
+
+class PolicyHolder:
+    """Holds the live PolicySet. Read ``current`` once per request or cycle and keep it."""
+
+    def __init__(self, load: Callable[[], PolicySet], clock: Clock = _utcnow) -> None:
+        self._load = load
+        self._clock = clock
+        self._current: PolicySet | None = None
+        self._status = ReloadStatus()
+        self._lock = threading.Lock()  # one reload at a time; readers never take it
+
+    @property
+    def current(self) -> PolicySet:
+        policies = self._current
+        if policies is None:
+            raise NoPolicySetError("no valid policy set has been loaded yet")
+        return policies
+
+    @property
+    def status(self) -> ReloadStatus:
+        return self._status
+
+    def reload(self) -> bool:
+        """Load the files again; swap the new set in if valid. True when swapped."""
+        with self._lock:
+            now = self._clock()
+            try:
+                policies = self._load()
+            except PolicyLoadError as err:
+                self._status = replace(
+                    self._status,
+                    last_attempt_at=now,
+                    errors=err.issues,
+                    failures=self._status.failures + 1,
+                )
+                live = self._status.version or "none"
+                log.error(
+                    "policy reload failed; keeping version %s live:\n%s",
+                    live,
+                    "\n".join(str(issue) for issue in err.issues),
+                )
+                return False
+            self._current = policies  # the one assignment readers can observe
+            self._status = replace(
+                self._status,
+                version=policies.version,
+                loaded_at=now,
+                last_attempt_at=now,
+                errors=(),
+                reloads=self._status.reloads + 1,
+            )
+            log.info("policy version %s is live", policies.version)
+            return True
+
+
+def _policy_file_filter(change: watchfiles.Change, path: str) -> bool:
+    return path.endswith((".yaml", ".yml"))
+
+
+class PolicyWatcher:
+    """Watches the policy paths in a background thread and reloads the holder on change."""
+
+    def __init__(
+        self,
+        holder: PolicyHolder,
+        paths: Sequence[Path | str],
+        debounce_ms: int = 400,
+        step_ms: int = 50,
+    ) -> None:
+        self._holder = holder
+        self._paths = [Path(p) for p in paths]
+        self._debounce_ms = debounce_ms
+        self._step_ms = step_ms
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.batches = 0  # reloads triggered, for tests and metrics
+
+    def start(self) -> None:
+        if self._thread is not None:
+            raise RuntimeError("watcher already started")
+        ready = threading.Event()
+        self._thread = threading.Thread(
+            target=self._run, args=(ready,), name="policy-watcher", daemon=True
+        )
+        self._thread.start()
+        ready.wait(timeout=5)
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+
+    def __enter__(self) -> PolicyWatcher:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _run(self, ready: threading.Event) -> None:
+        watched = [p if p.is_dir() else p.parent for p in self._paths]
+        changes = watchfiles.watch(
+            *watched,
+            watch_filter=_policy_file_filter,
+            debounce=self._debounce_ms,
+            step=self._step_ms,
+            stop_event=self._stop,
+            yield_on_timeout=True,
+            rust_timeout=200,
+        )
+        for batch in changes:
+            ready.set()  # the first (empty, on timeout) batch means the watch is active
+            if self._stop.is_set():
+                return
+            if not batch:
+                continue
+            self.batches += 1
+            log.info("policy files changed (%d event(s)); reloading", len(batch))
+            self._holder.reload()

@@ -1,0 +1,69 @@
+from __future__ import annotations
+
+import os
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from engine.errors import PolicyIssue, PolicyLoadError
+from engine.policy.policyset import PolicySet, load_policy_set
+
+REPO = Path(__file__).resolve().parent.parent
+
+QUEUE = """\
+apiVersion: fleetgate.io/v1alpha1
+kind: Queue
+metadata:
+  name: {name}
+spec:
+{spec}
+"""
+
+
+def queue_doc(name: str, spec: str = "  weight: 1") -> str:
+    """A Queue document; ``spec`` is indented YAML under spec:."""
+    return QUEUE.format(name=name, spec=textwrap.indent(textwrap.dedent(spec).strip("\n"), "  "))
+
+
+@pytest.fixture
+def write(tmp_path: Path) -> Callable[[str, str], Path]:
+    """Write a policy file (dedented) under a fresh directory and return its path."""
+
+    def _write(name: str, text: str) -> Path:
+        path = tmp_path / "policies" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+        return path
+
+    return _write
+
+
+@pytest.fixture
+def load_issues(tmp_path: Path) -> Callable[[], list[PolicyIssue]]:
+    def _issues() -> list[PolicyIssue]:
+        with pytest.raises(PolicyLoadError) as info:
+            load_policy_set([tmp_path / "policies"])
+        return list(info.value.issues)
+
+    return _issues
+
+
+@pytest.fixture
+def load_ok(tmp_path: Path) -> Callable[[], PolicySet]:
+    def _load() -> PolicySet:
+        return load_policy_set([tmp_path / "policies"])
+
+    return _load
+
+
+@pytest.fixture(scope="session")
+def karmada_crds() -> Path:
+    """The real Karmada CRDs; tests that need them skip with a reason when absent."""
+    path = Path(
+        os.environ.get("FLEETGATE_KARMADA_CRDS", REPO.parent / "shared" / "crds" / "karmada")
+    )
+    if not path.is_dir():
+        pytest.skip(f"Karmada CRDs not found at {path}; set FLEETGATE_KARMADA_CRDS")
+    return path

@@ -1,0 +1,225 @@
+"""Every class of policy error is reported with its place (file:line:col, object, JSON path),
+all of them at once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from engine.errors import PolicyLoadError
+from engine.policy.policyset import load_policy_set
+from tests.conftest import queue_doc
+
+
+def only(issues, fragment):
+    found = [i for i in issues if fragment in i.message]
+    assert len(found) == 1, f"expected one issue with {fragment!r}, got {issues}"
+    return found[0]
+
+
+def test_schema_violation_names_field_and_position(write, load_issues):
+    path = write("q.yaml", queue_doc("a", "strategy: Fifo\nweight: 0"))
+    issues = load_issues()
+    strategy = only(issues, "'Fifo' is not one of")
+    assert (strategy.file, strategy.line, strategy.column) == (str(path), 6, 13)
+    assert strategy.obj == "Queue/a"
+    assert strategy.path == "spec.strategy"
+    weight = only(issues, "less than or equal to the minimum")
+    assert (weight.line, weight.path) == (7, "spec.weight")
+
+
+def test_unknown_field_points_at_the_key_and_suggests(write, load_issues):
+    write("q.yaml", queue_doc("a", "wieght: 2"))
+    issue = only(load_issues(), "unknown field 'wieght'")
+    assert "did you mean 'weight'" in issue.message
+    assert (issue.line, issue.column, issue.path) == (6, 3, "spec.wieght")
+
+
+def test_invalid_quantity(write, load_issues):
+    write("q.yaml", queue_doc("a", 'guarantee:\n  nvidia.com/gpu: "8GB"\n  cpu: 4'))
+    issue = only(load_issues(), "'8GB' is not a quantity")
+    assert issue.path == 'spec.guarantee["nvidia.com/gpu"]'
+    assert (issue.line, issue.column) == (7, 21)
+
+
+def test_negative_quantity(write, load_issues):
+    write("q.yaml", queue_doc("a", "max:\n  cpu: -1"))
+    assert only(load_issues(), "may not be negative").path == "spec.max.cpu"
+
+
+def test_cel_syntax_error_has_column_inside_expression(write, load_issues):
+    path = write(
+        "s.yaml",
+        """\
+        apiVersion: fleetgate.io/v1alpha1
+        kind: SchedulingPolicy
+        metadata:
+          name: s
+        spec:
+          tenant: job.labels[ == "x"
+        """,
+    )
+    issue = only(load_issues(), "CEL syntax error")
+    # the expression starts at column 11; the bad token `==` is its 13th character
+    assert (issue.file, issue.line, issue.column) == (str(path), 6, 23)
+    assert issue.path == "spec.tenant"
+    assert "^" in issue.message
+
+
+def test_cel_type_error_in_literal_block_points_into_the_block(write, load_issues):
+    write(
+        "s.yaml",
+        """\
+        apiVersion: fleetgate.io/v1alpha1
+        kind: SchedulingPolicy
+        metadata:
+          name: s
+        spec:
+          queue: |
+            job.namespace == "x"
+              ? job.lables["q"] : "default"
+        """,
+    )
+    issue = only(load_issues(), "lables")
+    assert "did you mean 'labels'" in issue.message
+    assert (issue.line, issue.column) == (8, 13)
+
+
+def test_cel_result_type_must_match_the_field(write, load_issues):
+    write(
+        "s.yaml",
+        """\
+        apiVersion: fleetgate.io/v1alpha1
+        kind: SchedulingPolicy
+        metadata:
+          name: s
+        spec:
+          priority: '"high"'
+          placement:
+            filters:
+              - name: f
+                expression: cluster.free["nvidia.com/gpu"] >= 8
+        """,
+    )
+    issues = load_issues()
+    assert only(issues, "expected int").path == "spec.priority"
+    mixed = only(issues, "double")
+    assert mixed.path == "spec.placement.filters[0].expression"
+    assert "write 8.0" in mixed.message
+
+
+def test_duplicate_names_across_files(write, load_issues):
+    first = write("a.yaml", queue_doc("gpu"))
+    write("b.yaml", queue_doc("gpu"))
+    issue = only(load_issues(), "duplicate name")
+    assert issue.file.endswith("b.yaml")
+    assert f"{first}:1" in issue.message
+    assert issue.path == "metadata.name"
+
+
+def test_duplicate_yaml_key_is_not_silently_collapsed(write, load_issues):
+    write("q.yaml", queue_doc("a", "weight: 1\nweight: 2"))
+    issue = only(load_issues(), "duplicate key 'weight'")
+    assert issue.line == 7
+
+
+def test_unknown_parent(write, load_issues):
+    write("q.yaml", queue_doc("child", "parent: nobody"))
+    issue = only(load_issues(), "unknown parent queue 'nobody'")
+    assert (issue.obj, issue.path, issue.line) == ("Queue/child", "spec.parent", 6)
+
+
+def test_cyclic_parents_are_reported_on_each_queue(write, load_issues):
+    write(
+        "q.yaml",
+        queue_doc("a", "parent: b")
+        + "---\n"
+        + queue_doc("b", "parent: c")
+        + "---\n"
+        + queue_doc("c", "parent: a")
+        + "---\n"
+        + queue_doc("d", "parent: a"),
+    )
+    cycles = [i for i in load_issues() if "cycle" in i.message]
+    assert sorted(i.obj for i in cycles) == ["Queue/a", "Queue/b", "Queue/c"]
+    assert all("a → b → c → a" in i.message for i in cycles)
+
+
+def test_guarantee_above_max(write, load_issues):
+    write("q.yaml", queue_doc("a", "guarantee:\n  nvidia.com/gpu: 16\nmax:\n  nvidia.com/gpu: 8"))
+    issue = only(load_issues(), "exceeds max")
+    assert issue.message == "guarantee 16 nvidia.com/gpu exceeds max 8"
+    assert issue.path == 'spec.guarantee["nvidia.com/gpu"]'
+
+
+def test_children_guarantees_exceed_parent(write, load_issues):
+    write(
+        "q.yaml",
+        queue_doc("parent", "guarantee:\n  cpu: 10")
+        + "---\n"
+        + queue_doc("x", "parent: parent\nguarantee:\n  cpu: 6")
+        + "---\n"
+        + queue_doc("y", "parent: parent\nguarantee:\n  cpu: 6000m"),
+    )
+    issue = only(load_issues(), "children")
+    assert issue.obj == "Queue/parent"
+    assert "(x, y) are guaranteed 12 cpu in all" in issue.message
+
+
+def test_more_than_one_scheduling_policy(write, load_issues):
+    doc = (
+        "apiVersion: fleetgate.io/v1alpha1\nkind: SchedulingPolicy\n"
+        "metadata:\n  name: {}\nspec: {{}}\n"
+    )
+    write("a.yaml", doc.format("one"))
+    write("b.yaml", doc.format("two"))
+    issue = only(load_issues(), "more than one SchedulingPolicy")
+    assert issue.obj == "SchedulingPolicy/two"
+
+
+def test_yaml_syntax_error_has_position(write, load_issues):
+    path = write("bad.yaml", "apiVersion: fleetgate.io/v1alpha1\nkind: [Queue\n")
+    issue = only(load_issues(), "YAML syntax")
+    assert issue.file == str(path)
+    assert issue.line >= 2
+
+
+def test_wrong_api_version_and_kind(write, load_issues):
+    write("a.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n")
+    write("b.yaml", "apiVersion: fleetgate.io/v1alpha1\nkind: Quota\nmetadata:\n  name: x\n")
+    issues = load_issues()
+    assert only(issues, "apiVersion must be").file.endswith("a.yaml")
+    assert only(issues, "unknown kind 'Quota'").file.endswith("b.yaml")
+
+
+def test_all_errors_are_reported_at_once_in_file_order(write, load_issues):
+    write("a.yaml", queue_doc("a", "wieght: 2\nparent: nobody"))
+    write("b.yaml", queue_doc("b", "guarantee:\n  cpu: 2\nmax:\n  cpu: 1"))
+    issues = load_issues()
+    assert [i.file.rsplit("/", 1)[1] for i in issues] == ["a.yaml", "b.yaml"]
+    # the unknown field made Queue/a invalid, so its parent is not checked: one issue each
+    assert len(issues) == 2
+
+
+def test_issue_string_format(write, load_issues):
+    path = write("q.yaml", queue_doc("a", "strategy: Fifo"))
+    text = str(only(load_issues(), "Fifo"))
+    assert text.startswith(f"{path}:6:13: Queue/a: spec.strategy: ")
+
+
+def test_missing_path_and_empty_directory(tmp_path: Path):
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(PolicyLoadError) as info:
+        load_policy_set([tmp_path / "missing", tmp_path / "empty"])
+    messages = [i.message for i in info.value.issues]
+    assert "no such file or directory" in messages
+    assert "directory holds no .yaml or .yml file" in messages
+
+
+def test_bad_edit_half_valid_is_rejected_whole(write, load_issues):
+    """One valid queue next to one broken one: the load fails, nothing is partially returned."""
+    write("a.yaml", queue_doc("good"))
+    write("b.yaml", queue_doc("bad", "weight: -1"))
+    issues = load_issues()
+    assert [i.obj for i in issues] == ["Queue/bad"]
