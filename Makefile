@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo lint clean
+.PHONY: test demo lint bench-cel clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -18,6 +18,9 @@ test: $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/fleetgate validate policies/
+
+bench-cel: $(STAMP)
+	$(BIN)/python benchmarks/cel_runners.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

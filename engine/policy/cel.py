@@ -106,12 +106,12 @@ ADMISSION_VARS: Mapping[str, CelType] = {"object": DYN, "job": JOB, "now": TIMES
 SCOPE_VARS: Mapping[str, CelType] = {"binding": DYN, "resource": RESOURCE, "now": TIMESTAMP}
 
 
-def quantity(text: ct.StringType) -> ct.DoubleType:
+def quantity(text: ct.StringType) -> ct.DoubleType | celpy.CELEvalError:
     """CEL ``quantity("8Gi")``: a Kubernetes quantity in base units, as a double."""
     try:
         return ct.DoubleType(float(parse_quantity(str(text))))
     except QuantityError as err:
-        raise ValueError(str(err)) from err
+        return celpy.CELEvalError(str(err))  # celpy's way for a function to fail
 
 
 _FUNCTIONS: Mapping[str, Callable[..., Any]] = {"quantity": quantity}
@@ -216,17 +216,16 @@ def _assignable(inferred: CelType, expected: CelType) -> bool:
 
 
 def _describe(err: celpy.CELEvalError) -> str:
-    """The innermost message of celpy's nested error tuples."""
+    """The CEL-level message inside celpy's nested ``(message, type, args)`` error tuples."""
     current: Any = err
-    message = "evaluation error"
     while isinstance(current, BaseException | tuple) and current:
         args = current.args if isinstance(current, BaseException) else current
         if not args:
             break
-        if isinstance(args[0], str):
-            message = args[0]
+        if isinstance(args[0], str) and args[0] != "evaluation error":
+            return args[0]
         current = args[2] if len(args) > 2 else None
-    return message
+    return "evaluation error"
 
 
 # -- conversion between plain Python and CEL values, guided by the declared types --------------
@@ -281,13 +280,13 @@ def _dyn(value: Any) -> Any:
 def _from_cel(value: Any, expected: CelType, source: str) -> Any:
     if expected == DOUBLE and isinstance(value, ct.IntType | ct.DoubleType):
         return float(value)
-    checks: Mapping[str, tuple[type, ...]] = {
-        "bool": (ct.BoolType,),
-        "int": (ct.IntType,),
-        "string": (ct.StringType,),
+    checks: Mapping[str, Callable[[Any], bool]] = {
+        "bool": lambda v: isinstance(v, bool | ct.BoolType),
+        "int": lambda v: isinstance(v, int) and not isinstance(v, bool | ct.BoolType),
+        "string": lambda v: isinstance(v, str),
     }
-    wanted = checks.get(expected.kind)
-    if wanted is not None and not isinstance(value, wanted):
+    accepts = checks.get(expected.kind)
+    if accepts is not None and not accepts(value):
         return CelError(source, f"expression gave {type(value).__name__}, expected {expected}")
     return _plain(value)
 

@@ -1,0 +1,66 @@
+"""Declared layering: the core imports no I/O frameworks; each third-party edge has one home."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+
+CORE_FORBIDDEN = {"kubernetes", "flask", "watchfiles"}
+# module → the only modules allowed to import it
+SINGLE_HOME = {
+    "celpy": {"engine/policy/cel.py"},
+    "watchfiles": {"engine/policy/reload.py"},
+}
+
+
+def imported_roots(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    roots: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            roots.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            roots.add(node.module.split(".")[0])
+    return roots
+
+
+def engine_modules() -> list[Path]:
+    return sorted((REPO / "engine").rglob("*.py"))
+
+
+def is_core(path: Path) -> bool:
+    relative = path.relative_to(REPO).as_posix()
+    edges = ("engine/policy/reload.py", "engine/cli.py", "engine/karmada/")
+    return not relative.startswith(edges)
+
+
+@pytest.mark.parametrize(
+    "path",
+    [p for p in engine_modules() if is_core(p)],
+    ids=lambda p: p.relative_to(REPO).as_posix(),
+)
+def test_core_imports_no_io_framework(path: Path):
+    assert imported_roots(path).isdisjoint(CORE_FORBIDDEN)
+
+
+@pytest.mark.parametrize("module", sorted(SINGLE_HOME))
+def test_third_party_edges_have_one_home(module: str):
+    importers = {
+        p.relative_to(REPO).as_posix()
+        for p in [*engine_modules(), *(REPO / "webhook").rglob("*.py")]
+        if module in imported_roots(p)
+    }
+    assert importers <= SINGLE_HOME[module]
+
+
+def test_modules_stay_small():
+    large = {
+        p.relative_to(REPO).as_posix(): n
+        for p in [*engine_modules(), *(REPO / "webhook").rglob("*.py")]
+        if (n := len(p.read_text().splitlines())) > 450
+    }
+    assert large == {}
