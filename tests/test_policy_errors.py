@@ -223,3 +223,41 @@ def test_bad_edit_half_valid_is_rejected_whole(write, load_issues):
     write("b.yaml", queue_doc("bad", "weight: -1"))
     issues = load_issues()
     assert [i.obj for i in issues] == ["Queue/bad"]
+
+
+def test_cel_errors_are_reported_even_when_the_schema_fails(write, load_issues):
+    write(
+        "s.yaml",
+        """\
+        apiVersion: fleetgate.io/v1alpha1
+        kind: SchedulingPolicy
+        metadata:
+          name: s
+        spec:
+          tenant: job.nme
+          placement:
+            strategy: Packed
+        """,
+    )
+    issues = load_issues()
+    assert only(issues, "'Packed' is not one of").path == "spec.placement.strategy"
+    assert only(issues, "no field 'nme'").path == "spec.tenant"
+
+
+def test_duplicate_filter_names(write, load_issues):
+    write(
+        "s.yaml",
+        """\
+        apiVersion: fleetgate.io/v1alpha1
+        kind: SchedulingPolicy
+        metadata:
+          name: s
+        spec:
+          placement:
+            filters:
+              - {name: gpu, expression: "true"}
+              - {name: gpu, expression: "false"}
+        """,
+    )
+    issue = only(load_issues(), "duplicate filter name 'gpu'")
+    assert (issue.path, issue.line) == ("spec.placement.filters[1].name", 9)

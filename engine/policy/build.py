@@ -12,8 +12,9 @@ from fractions import Fraction
 from typing import Any
 
 from engine.errors import PolicyIssue
-from engine.policy import cel, defaults
-from engine.policy.celcheck import BOOL, DOUBLE, INT, STRING, CelType
+from engine.policy import cel, celfields, defaults
+from engine.policy.celcheck import CelType
+from engine.policy.celfields import JsonPath
 from engine.policy.model import (
     AdmissionPolicy,
     AdmitOn,
@@ -65,7 +66,7 @@ class Builder:
 
     # -- reporting --------------------------------------------------------------------------
 
-    def issue(self, path: tuple[str | int, ...], message: str, at: Position | None = None) -> None:
+    def issue(self, path: JsonPath, message: str, at: Position | None = None) -> None:
         doc = self._doc
         assert doc is not None
         where = at or doc.position(path)
@@ -99,90 +100,103 @@ class Builder:
             description=spec.get("description", ""),
         )
 
+    def expressions(self, doc: Document | None, kind: str) -> dict[JsonPath, Expression]:
+        """Compile every CEL expression of a document (or of the built-in default)."""
+        self._doc = doc
+        spec = (doc.data.get("spec") if doc else None) or {}
+        compiled: dict[JsonPath, Expression] = {}
+        for path, text, field in celfields.expressions(kind, spec):
+            expression = self._cel(path, text, field.variables, field.result)
+            if expression is not None:
+                compiled[path] = expression
+        return compiled
+
     def scheduling(self, doc: Document | None) -> SchedulingPolicy | None:
         """The document's policy, or the built-in default when ``doc`` is None."""
-        self._doc = doc
         before = len(self.issues)
+        exprs = self.expressions(doc, "SchedulingPolicy")
         data = doc.data if doc else {"metadata": {"name": "default"}, "spec": {}}
         spec: Mapping[str, Any] = data.get("spec") or {}
         gang = spec.get("gang") or {}
         placement = spec.get("placement") or {}
-        requeue = spec.get("requeue") or {}
         fair = spec.get("fairSharing") or {}
-        mapping, place = cel.MAPPING_VARS, cel.PLACEMENT_VARS
-
-        def expr(path: tuple[str | int, ...], default: str, env: Any, typ: CelType) -> Any:
-            return self._cel(spec, ("spec", *path), default, env, typ)
-
+        self._unique_names(placement, "filters")
+        self._unique_names(placement, "scores")
+        requeue = self._requeue(spec.get("requeue") or {})
+        if len(self.issues) != before:
+            return None
         filters = tuple(
-            NamedFilter(
-                f["name"],
-                self._cel(f, ("spec", "placement", "filters", i, "expression"), None, place, BOOL),
-            )
+            NamedFilter(f["name"], exprs[("spec", "placement", "filters", i, "expression")])
             for i, f in enumerate(placement.get("filters", []))
         )
         scores = tuple(
             NamedScore(
                 s["name"],
                 float(s.get("weight", 1)),
-                self._cel(s, ("spec", "placement", "scores", i, "expression"), None, place, DOUBLE),
+                exprs[("spec", "placement", "scores", i, "expression")],
             )
             for i, s in enumerate(placement.get("scores", []))
         )
-        built = SchedulingPolicy(
+        return SchedulingPolicy(
             name=data["metadata"]["name"],
-            queue=expr(("queue",), defaults.QUEUE, mapping, STRING),
-            tenant=expr(("tenant",), defaults.TENANT, mapping, STRING),
-            priority=expr(("priority",), defaults.PRIORITY, mapping, INT),
+            queue=exprs[("spec", "queue")],
+            tenant=exprs[("spec", "tenant")],
+            priority=exprs[("spec", "priority")],
             fair_sharing=FairSharing(
                 bool(fair.get("enabled", True)), tuple(fair.get("resources", ()))
             ),
             gang=Gang(
-                min_member=expr(("gang", "minMember"), defaults.MIN_MEMBER, mapping, INT),
+                min_member=exprs[("spec", "gang", "minMember")],
                 admit_on=AdmitOn(gang.get("admitOn", AdmitOn.ALL)),
-                allow_split=expr(("gang", "allowSplit"), defaults.ALLOW_SPLIT, mapping, BOOL),
+                allow_split=exprs[("spec", "gang", "allowSplit")],
             ),
             placement=Placement(
                 filters,
                 scores,
                 PlacementStrategy(placement.get("strategy", PlacementStrategy.BIN_PACK)),
             ),
-            requeue=self._requeue(requeue),
-            scope=expr(("scope",), defaults.SCOPE, cel.SCOPE_VARS, BOOL),
+            requeue=requeue,
+            scope=exprs[("spec", "scope")],
             origin=Origin(doc.file, doc.position(()).line) if doc else None,
         )
-        return built if len(self.issues) == before else None
 
     def admission(self, doc: Document) -> AdmissionPolicy | None:
-        self._doc = doc
         before = len(self.issues)
+        exprs = self.expressions(doc, "AdmissionPolicy")
+        if len(self.issues) != before:
+            return None
         spec: Mapping[str, Any] = doc.data["spec"]
-        env = cel.ADMISSION_VARS
         validations = []
         for i, item in enumerate(spec["validations"]):
             base = ("spec", "validations", i)
-            message_expr = None
-            if "messageExpression" in item:
-                message_expr = self._cel(item, (*base, "messageExpression"), None, env, STRING)
             validations.append(
                 Validation(
-                    expression=self._cel(item, (*base, "expression"), None, env, BOOL),
+                    expression=exprs[(*base, "expression")],
                     message=item.get("message"),
-                    message_expression=message_expr,
+                    message_expression=exprs.get((*base, "messageExpression")),
                     reason=item.get("reason", "Forbidden"),
                 )
             )
-        built = AdmissionPolicy(
+        return AdmissionPolicy(
             name=doc.data["metadata"]["name"],
-            match=self._cel(spec, ("spec", "match"), defaults.MATCH_ALL, env, BOOL),
+            match=exprs[("spec", "match")],
             validations=tuple(validations),
             enforcement=Enforcement(spec.get("enforcement", Enforcement.DENY)),
             failure_policy=FailurePolicy(spec.get("failurePolicy", FailurePolicy.FAIL)),
             origin=Origin(doc.file, doc.position(()).line),
         )
-        return built if len(self.issues) == before else None
 
     # -- pieces -------------------------------------------------------------------------------
+
+    def _unique_names(self, placement: Mapping[str, Any], key: str) -> None:
+        seen: set[str] = set()
+        for i, item in enumerate(placement.get(key, [])):
+            if item["name"] in seen:
+                self.issue(
+                    ("spec", "placement", key, i, "name"),
+                    f"duplicate {key[:-1]} name {item['name']!r}",
+                )
+            seen.add(item["name"])
 
     def _requeue(self, requeue: Mapping[str, Any]) -> Requeue:
         values = Requeue(
@@ -204,15 +218,11 @@ class Builder:
 
     def _cel(
         self,
-        holder: Mapping[str, Any],
-        path: tuple[str | int, ...],
-        default: str | None,
+        path: JsonPath,
+        text: str,
         variables: Mapping[str, CelType],
         expected: CelType,
     ) -> Expression | None:
-        key = path[-1]
-        text = holder.get(key, default) if isinstance(key, str) else default
-        assert text is not None, f"required expression {path} passed the schema"
         compiled = cel.compile_expression(text, variables, expected)
         if isinstance(compiled, cel.CelProgram):
             return Expression(format_path(path), compiled)
@@ -223,7 +233,7 @@ class Builder:
         return None
 
     def _expression_position(
-        self, path: tuple[str | int, ...], text: str, line: int, column: int
+        self, path: JsonPath, text: str, line: int, column: int
     ) -> Position | None:
         """The file position of character (line, column) of an expression, when exact."""
         doc = self._doc

@@ -8,7 +8,7 @@ Thread safety: celpy's ``CompiledRunner.evaluate`` stores the activation in the 
 ``celpy.evaluation`` and ``exec``s the transpiled code there, so two threads evaluating at once
 can see each other's variables. ``CelProgram.evaluate`` runs the same code object with a fresh
 globals dict per call instead; nothing shared is written. The compiled (transpiled) runner is
-used because it measured ~7x faster than the interpreted one (``python -m engine.policy.celbench``).
+used because it measured ~7x faster than the interpreted one (``make bench-cel``).
 """
 
 from __future__ import annotations
@@ -193,8 +193,8 @@ def compile_expression(
     try:
         tree = _ENVIRONMENT.compile(text)
     except celpy.CELParseError as err:
-        first = str(err.args[0]).splitlines()[0] if err.args else "syntax error"
-        return [CelIssue(err.line or 1, err.column or 1, f"CEL syntax error near {first!r}")]
+        line, column = err.line or 1, err.column or 1
+        return [CelIssue(line, column, f"CEL syntax error: {_unexpected(text, line, column)}")]
     inferred, type_issues = celcheck.check(tree, variables, FUNCTION_SIGS)
     issues = [CelIssue(i.line, i.column, f"CEL type error: {i.message}") for i in type_issues]
     if not issues and not _assignable(inferred, expected):
@@ -206,6 +206,13 @@ def compile_expression(
     runner = _ENVIRONMENT.program(tree, functions=dict(_FUNCTIONS))
     transpiler = runner.tp
     return CelProgram(text, expected, transpiler.executable_code, transpiler.base_activation)
+
+
+def _unexpected(text: str, line: int, column: int) -> str:
+    lines = text.splitlines() or [""]
+    rest = lines[min(line, len(lines)) - 1][column - 1 :]
+    token = rest.split()[0] if rest.strip() else ""
+    return f"unexpected {token!r}" if token else "unexpected end of expression"
 
 
 def _assignable(inferred: CelType, expected: CelType) -> bool:

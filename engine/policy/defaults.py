@@ -1,7 +1,6 @@
 """Built-in defaults: what a SchedulingPolicy field means when it is left out.
 
-The expressions are ordinary CEL, shown by ``fleetgate validate -v`` and the README, so users can
-copy one and change it.
+The expressions are ordinary CEL, written out in the README, so users can copy one and change it.
 """
 
 from __future__ import annotations

@@ -61,8 +61,13 @@ def load_policy_set(paths: Iterable[Path | str], revision: str | None = None) ->
         docs, problems = read_documents(file)
         documents.extend(docs)
         issues.extend(problems)
-    valid = [doc for doc in documents if _schema_valid(doc, issues)]
     builder = Builder()
+    valid = []
+    for doc in documents:
+        if _schema_valid(doc, issues):
+            valid.append(doc)
+        elif isinstance(doc.data, dict) and doc.data.get("kind") in schema.KINDS:
+            builder.expressions(doc, doc.data["kind"])  # report its CEL errors too
     by_kind: dict[str, list[Document]] = {kind: [] for kind in schema.KINDS}
     for doc in _unique(valid, issues):
         by_kind[doc.data["kind"]].append(doc)

@@ -76,6 +76,20 @@ class PolicyHolder:
     def status(self) -> ReloadStatus:
         return self._status
 
+    def _record_failure(self, now: dt.datetime, issues: tuple[PolicyIssue, ...]) -> None:
+        self._status = replace(
+            self._status,
+            last_attempt_at=now,
+            errors=issues,
+            failures=self._status.failures + 1,
+        )
+
+    def record_crash(self, error: BaseException) -> None:
+        """A load that failed with a bug rather than bad input: keep the live set, report it."""
+        issue = PolicyIssue("-", 1, 1, "", "", f"policy loader failed: {error!r}")
+        with self._lock:
+            self._record_failure(self._clock(), (issue,))
+
     def reload(self) -> bool:
         """Load the files again; swap the new set in if valid. True when swapped."""
         with self._lock:
@@ -83,12 +97,7 @@ class PolicyHolder:
             try:
                 policies = self._load()
             except PolicyLoadError as err:
-                self._status = replace(
-                    self._status,
-                    last_attempt_at=now,
-                    errors=err.issues,
-                    failures=self._status.failures + 1,
-                )
+                self._record_failure(now, err.issues)
                 live = self._status.version or "none"
                 log.error(
                     "policy reload failed; keeping version %s live:\n%s",
@@ -139,12 +148,16 @@ class PolicyWatcher:
             target=self._run, args=(ready,), name="policy-watcher", daemon=True
         )
         self._thread.start()
-        ready.wait(timeout=5)
+        if not ready.wait(timeout=5):
+            self.stop()
+            raise FleetgateError(f"watching {self._paths} did not start within 5 s")
 
     def stop(self, timeout: float = 5.0) -> None:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout)
+            if self._thread.is_alive():
+                raise FleetgateError(f"policy watcher did not stop within {timeout} s")
             self._thread = None
 
     def __enter__(self) -> PolicyWatcher:
@@ -173,4 +186,8 @@ class PolicyWatcher:
                 continue
             self.batches += 1
             log.info("policy files changed (%d event(s)); reloading", len(batch))
-            self._holder.reload()
+            try:
+                self._holder.reload()
+            except Exception as err:  # a loader bug must not end the watch
+                log.exception("policy reload crashed; the live set is kept")
+                self._holder.record_crash(err)
