@@ -12,9 +12,9 @@ from engine.policy.policyset import PolicySet, load_policy_set
 
 REPO = Path(__file__).resolve().parent.parent
 
-QUEUE = """\
+DOCUMENT = """\
 apiVersion: fleetgate.io/v1alpha1
-kind: Queue
+kind: {kind}
 metadata:
   name: {name}
 spec:
@@ -22,9 +22,14 @@ spec:
 """
 
 
-def queue_doc(name: str, spec: str = "  weight: 1") -> str:
-    """A Queue document; ``spec`` is indented YAML under spec:."""
-    return QUEUE.format(name=name, spec=textwrap.indent(textwrap.dedent(spec).strip("\n"), "  "))
+def policy_doc(kind: str, name: str, spec: str) -> str:
+    """A policy document whose spec body (YAML, dedented here) starts on line 6."""
+    body = textwrap.indent(textwrap.dedent(spec).strip("\n"), "  ")
+    return DOCUMENT.format(kind=kind, name=name, spec=body)
+
+
+def queue_doc(name: str, spec: str = "weight: 1") -> str:
+    return policy_doc("Queue", name, spec)
 
 
 @pytest.fixture

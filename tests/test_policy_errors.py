@@ -9,7 +9,7 @@ import pytest
 
 from engine.errors import PolicyLoadError
 from engine.policy.policyset import load_policy_set
-from tests.conftest import queue_doc
+from tests.conftest import policy_doc, queue_doc
 
 
 def only(issues, fragment):
@@ -51,14 +51,13 @@ def test_negative_quantity(write, load_issues):
 def test_cel_syntax_error_has_column_inside_expression(write, load_issues):
     path = write(
         "s.yaml",
-        """\
-        apiVersion: fleetgate.io/v1alpha1
-        kind: SchedulingPolicy
-        metadata:
-          name: s
-        spec:
-          tenant: job.labels[ == "x"
-        """,
+        policy_doc(
+            "SchedulingPolicy",
+            "s",
+            """\
+            tenant: job.labels[ == "x"
+            """,
+        ),
     )
     issue = only(load_issues(), "CEL syntax error")
     # the expression starts at column 11; the bad token `==` is its 13th character
@@ -70,16 +69,15 @@ def test_cel_syntax_error_has_column_inside_expression(write, load_issues):
 def test_cel_type_error_in_literal_block_points_into_the_block(write, load_issues):
     write(
         "s.yaml",
-        """\
-        apiVersion: fleetgate.io/v1alpha1
-        kind: SchedulingPolicy
-        metadata:
-          name: s
-        spec:
-          queue: |
-            job.namespace == "x"
-              ? job.lables["q"] : "default"
-        """,
+        policy_doc(
+            "SchedulingPolicy",
+            "s",
+            """\
+            queue: |
+              job.namespace == "x"
+                ? job.lables["q"] : "default"
+            """,
+        ),
     )
     issue = only(load_issues(), "lables")
     assert "did you mean 'labels'" in issue.message
@@ -89,18 +87,17 @@ def test_cel_type_error_in_literal_block_points_into_the_block(write, load_issue
 def test_cel_result_type_must_match_the_field(write, load_issues):
     write(
         "s.yaml",
-        """\
-        apiVersion: fleetgate.io/v1alpha1
-        kind: SchedulingPolicy
-        metadata:
-          name: s
-        spec:
-          priority: '"high"'
-          placement:
-            filters:
-              - name: f
-                expression: cluster.free["nvidia.com/gpu"] >= 8
-        """,
+        policy_doc(
+            "SchedulingPolicy",
+            "s",
+            """\
+            priority: '"high"'
+            placement:
+              filters:
+                - name: f
+                  expression: cluster.free["nvidia.com/gpu"] >= 8
+            """,
+        ),
     )
     issues = load_issues()
     assert only(issues, "expected int").path == "spec.priority"
@@ -168,12 +165,8 @@ def test_children_guarantees_exceed_parent(write, load_issues):
 
 
 def test_more_than_one_scheduling_policy(write, load_issues):
-    doc = (
-        "apiVersion: fleetgate.io/v1alpha1\nkind: SchedulingPolicy\n"
-        "metadata:\n  name: {}\nspec: {{}}\n"
-    )
-    write("a.yaml", doc.format("one"))
-    write("b.yaml", doc.format("two"))
+    write("a.yaml", policy_doc("SchedulingPolicy", "one", "tenant: job.namespace"))
+    write("b.yaml", policy_doc("SchedulingPolicy", "two", "tenant: job.namespace"))
     issue = only(load_issues(), "more than one SchedulingPolicy")
     assert issue.obj == "SchedulingPolicy/two"
 
@@ -228,16 +221,15 @@ def test_bad_edit_half_valid_is_rejected_whole(write, load_issues):
 def test_cel_errors_are_reported_even_when_the_schema_fails(write, load_issues):
     write(
         "s.yaml",
-        """\
-        apiVersion: fleetgate.io/v1alpha1
-        kind: SchedulingPolicy
-        metadata:
-          name: s
-        spec:
-          tenant: job.nme
-          placement:
-            strategy: Packed
-        """,
+        policy_doc(
+            "SchedulingPolicy",
+            "s",
+            """\
+            tenant: job.nme
+            placement:
+              strategy: Packed
+            """,
+        ),
     )
     issues = load_issues()
     assert only(issues, "'Packed' is not one of").path == "spec.placement.strategy"
@@ -247,17 +239,22 @@ def test_cel_errors_are_reported_even_when_the_schema_fails(write, load_issues):
 def test_duplicate_filter_names(write, load_issues):
     write(
         "s.yaml",
-        """\
-        apiVersion: fleetgate.io/v1alpha1
-        kind: SchedulingPolicy
-        metadata:
-          name: s
-        spec:
-          placement:
-            filters:
-              - {name: gpu, expression: "true"}
-              - {name: gpu, expression: "false"}
-        """,
+        policy_doc(
+            "SchedulingPolicy",
+            "s",
+            """\
+            placement:
+              filters:
+                - {name: gpu, expression: "true"}
+                - {name: gpu, expression: "false"}
+            """,
+        ),
     )
     issue = only(load_issues(), "duplicate filter name 'gpu'")
     assert (issue.path, issue.line) == ("spec.placement.filters[1].name", 9)
+
+
+def test_empty_value_is_called_null(write, load_issues):
+    write("q.yaml", "apiVersion: fleetgate.io/v1alpha1\nkind: Queue\nmetadata:\n  name: a\nspec:\n")
+    issue = only(load_issues(), "null")
+    assert (issue.path, issue.message) == ("spec", "is empty (null); expected object")

@@ -104,6 +104,9 @@ def _explain(error: jsonschema.ValidationError) -> Iterator[SchemaIssue]:
         detail = error.schema.get("description", "")
         yield SchemaIssue(path, f"{error.instance!r} is not a valid {title}. {detail}".strip())
         return
+    if error.validator == "type" and error.instance is None:
+        yield SchemaIssue(path, f"is empty (null); expected {error.validator_value}")
+        return
     if error.validator == "propertyNames":
         yield SchemaIssue(path, f"{error.instance!r} is not a valid resource name")
         return
