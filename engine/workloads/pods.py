@@ -1,0 +1,95 @@
+"""Pod resource requests by the Kubernetes rules (``k8s.io/component-helpers`` PodRequests).
+
+Per resource: max(sum of app containers + sum of sidecar init containers, each ordinary init
+container + the sidecars started before it) + pod overhead. A limit without a request defaults
+the request (as the API server does), which is how GPUs given only as limits are counted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from fractions import Fraction
+from typing import Any
+
+from engine.errors import QuantityError
+from engine.quantity import parse_quantity
+from engine.resources import Resources
+from engine.workloads.model import DemandError
+
+
+def pod_requests(pod_spec: Any, path: str) -> Resources:
+    """Requests of one pod whose ``spec`` is ``pod_spec``; ``path`` locates it for errors."""
+    spec = expect_mapping(pod_spec, path)
+    containers = expect_list(spec.get("containers"), f"{path}.containers")
+    total = Resources()
+    for i, container in enumerate(containers):
+        total = total + container_requests(container, f"{path}.containers[{i}]")
+    sidecars = Resources()
+    init_peak = Resources()
+    for i, container in enumerate(
+        expect_list(spec.get("initContainers"), f"{path}.initContainers")
+    ):
+        where = f"{path}.initContainers[{i}]"
+        own = container_requests(container, where)
+        if expect_mapping(container, where).get("restartPolicy") == "Always":
+            total = total + own  # a sidecar runs for the pod's whole life
+            sidecars = sidecars + own
+            init_peak = init_peak.maximum(sidecars)
+        else:
+            init_peak = init_peak.maximum(own + sidecars)
+    return total.maximum(init_peak) + amounts(spec.get("overhead"), f"{path}.overhead")
+
+
+def container_requests(container: Any, path: str) -> Resources:
+    resources = expect_mapping(
+        expect_mapping(container, path).get("resources"), f"{path}.resources"
+    )
+    requests = amounts(resources.get("requests"), f"{path}.resources.requests")
+    limits = amounts(resources.get("limits"), f"{path}.resources.limits")
+    return Resources({**limits, **requests})
+
+
+def amounts(raw: Any, path: str) -> dict[str, Fraction]:
+    """A ResourceList (name → quantity) as exact amounts; a bad quantity names its field."""
+    result: dict[str, Fraction] = {}
+    for name, value in expect_mapping(raw, path).items():
+        try:
+            amount = parse_quantity(value)
+        except QuantityError as err:
+            raise DemandError(
+                f"{path}.{name}" if "/" not in name else f'{path}["{name}"]', str(err)
+            ) from err
+        if amount < 0:
+            raise DemandError(f"{path}.{name}", f"negative quantity {value!r}")
+        result[str(name)] = amount
+    return result
+
+
+def expect_mapping(value: Any, path: str) -> Mapping[str, Any]:
+    """``value`` as a mapping; None (an absent field) is an empty one."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise DemandError(path, f"expected an object, got {type(value).__name__}")
+    return value
+
+
+def expect_list(value: Any, path: str) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise DemandError(path, f"expected a list, got {type(value).__name__}")
+    return value
+
+
+def expect_int(value: Any, path: str, default: int | None = None, minimum: int = 0) -> int:
+    """An integer field (absent → ``default``); bools and negative numbers are errors."""
+    if value is None:
+        if default is None:
+            raise DemandError(path, "required")
+        return default
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise DemandError(path, f"expected an integer, got {value!r}")
+    if value < minimum:
+        raise DemandError(path, f"must be at least {minimum}, got {value}")
+    return value
