@@ -68,3 +68,35 @@ def to_number(value: Fraction) -> int | float:
     if value.denominator == 1:
         return int(value)
     return float(value)
+
+
+_FRACTIONAL_SUFFIXES = ((3, "m"), (6, "u"), (9, "n"))
+
+
+def format_quantity(value: Fraction) -> str:
+    """An exact Kubernetes quantity string for ``value`` (``parse_quantity`` gives it back).
+
+    Whole numbers are written plainly; fractions with the smallest of m, u, n that makes them
+    whole, else as digits with a negative exponent. Raises QuantityError for a value with no
+    finite decimal form (such as 1/3), which no quantity string can express.
+    """
+    sign = "-" if value < 0 else ""
+    magnitude = abs(value)
+    if magnitude.denominator == 1:
+        return f"{sign}{magnitude.numerator}"
+    for digits, suffix in _FRACTIONAL_SUFFIXES:
+        scaled = magnitude * 10**digits
+        if scaled.denominator == 1:
+            return f"{sign}{scaled.numerator}{suffix}"
+    denominator = magnitude.denominator
+    twos = fives = 0
+    while denominator % 2 == 0:
+        denominator //= 2
+        twos += 1
+    while denominator % 5 == 0:
+        denominator //= 5
+        fives += 1
+    if denominator != 1:
+        raise QuantityError(f"{value} has no exact decimal form")
+    digits = max(twos, fives)
+    return f"{sign}{(magnitude * 10**digits).numerator}e-{digits}"

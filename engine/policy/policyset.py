@@ -110,6 +110,13 @@ def load_policy_set(paths: Iterable[Path | str], revision: str | None = None) ->
     )
 
 
+def default_scheduling_policy() -> SchedulingPolicy:
+    """The built-in SchedulingPolicy, used when a policy set defines none."""
+    policy = Builder().scheduling(None)
+    assert policy is not None, "the built-in defaults compile"
+    return policy
+
+
 def content_digest(documents: Sequence[Document]) -> str:
     """A short hash of the documents' content: independent of layout, key and file order."""
     canonical = sorted(

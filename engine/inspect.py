@@ -1,0 +1,117 @@
+"""``fleetgate inspect``: the demand of every workload object in a set of Kubernetes objects."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from engine.mapping import map_job
+from engine.policy.model import SchedulingPolicy
+from engine.workloads.model import DemandError, Workload
+from engine.workloads.registry import read_workload
+
+
+@dataclass(frozen=True, slots=True)
+class InspectedError:
+    file: str
+    object: str
+    path: str
+    message: str
+
+    def to_json(self) -> dict[str, str]:
+        return {
+            "file": self.file,
+            "object": self.object,
+            "path": self.path,
+            "message": self.message,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Inspected:
+    workloads: tuple[tuple[Workload, str | None], ...]  # with the mapped queue
+    errors: tuple[InspectedError, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "workloads": [w.to_json() | {"queue": queue} for w, queue in self.workloads],
+            "errors": [e.to_json() for e in self.errors],
+        }
+
+
+def object_ref(obj: Mapping[str, Any]) -> str:
+    metadata = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
+    kind = str(obj.get("kind") or "?")
+    name = str(metadata.get("name") or "?")
+    namespace = metadata.get("namespace")
+    return f"{kind}/{namespace}/{name}" if namespace else f"{kind}/{name}"
+
+
+def inspect_objects(
+    objects: Iterable[tuple[str, Mapping[str, Any]]],
+    policy: SchedulingPolicy,
+    now: dt.datetime,
+) -> Inspected:
+    """Read every workload's demand; map its queue with ``policy``; collect errors with places."""
+    workloads: list[tuple[Workload, str | None]] = []
+    errors: list[InspectedError] = []
+    for file, obj in objects:
+        try:
+            workload = read_workload(obj)
+        except DemandError as err:
+            errors.append(InspectedError(file, object_ref(obj), err.path, err.message))
+            continue
+        if workload is None:
+            continue
+        mapped = map_job(policy, workload, obj, priority_class_value=0, now=now)
+        if mapped.error:
+            errors.append(InspectedError(file, object_ref(obj), "", mapped.error))
+        workloads.append((workload, mapped.queue))
+    return Inspected(tuple(workloads), tuple(errors))
+
+
+_TABLE_RESOURCES = ("cpu", "memory", "nvidia.com/gpu")
+
+
+def table(result: Inspected) -> str:
+    """A fixed-width table for people: one row per workload, then the errors."""
+    headers = ["KIND", "NAMESPACE", "NAME", "QUEUE", "PODS", "MIN", "CPU", "MEMORY", "GPU", "OTHER"]
+    rows = [headers]
+    for workload, queue in result.workloads:
+        total = workload.total
+        other = sorted(set(total) - {*_TABLE_RESOURCES, "pods"})
+        rows.append(
+            [
+                workload.kind,
+                workload.namespace or "-",
+                workload.name,
+                queue or "-",
+                str(workload.pods),
+                str(workload.min_member),
+                _number(float(total.get_amount("cpu"))),
+                _bytes(int(total.get_amount("memory"))),
+                _number(float(total.get_amount("nvidia.com/gpu"))),
+                ",".join(f"{k}={_number(float(total[k]))}" for k in other) or "-",
+            ]
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(headers))]
+    lines = [
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    ]
+    for error in result.errors:
+        lines.append(f"error: {error.file}: {error.object}: {error.path or '-'}: {error.message}")
+    return "\n".join(lines)
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if value == int(value) else f"{value:g}"
+
+
+def _bytes(value: int) -> str:
+    for unit, size in (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
+        if value >= size:
+            return f"{value / size:.4g}{unit}"
+    return str(value)
