@@ -21,6 +21,8 @@ def pod_requests(pod_spec: Any, path: str) -> Resources:
     """Requests of one pod whose ``spec`` is ``pod_spec``; ``path`` locates it for errors."""
     spec = expect_mapping(pod_spec, path)
     containers = expect_list(spec.get("containers"), f"{path}.containers")
+    if not containers:
+        raise DemandError(f"{path}.containers", "a pod needs at least one container")
     total = Resources()
     for i, container in enumerate(containers):
         total = total + container_requests(container, f"{path}.containers[{i}]")
@@ -53,14 +55,13 @@ def amounts(raw: Any, path: str) -> dict[str, Fraction]:
     """A ResourceList (name → quantity) as exact amounts; a bad quantity names its field."""
     result: dict[str, Fraction] = {}
     for name, value in expect_mapping(raw, path).items():
+        where = f"{path}.{name}" if str(name).isidentifier() else f'{path}["{name}"]'
         try:
             amount = parse_quantity(value)
         except QuantityError as err:
-            raise DemandError(
-                f"{path}.{name}" if "/" not in name else f'{path}["{name}"]', str(err)
-            ) from err
+            raise DemandError(where, str(err)) from err
         if amount < 0:
-            raise DemandError(f"{path}.{name}", f"negative quantity {value!r}")
+            raise DemandError(where, f"negative quantity {value!r}")
         result[str(name)] = amount
     return result
 

@@ -122,6 +122,12 @@ def test_pod_requests(spec, expected):
         ({"containers": {"name": "x"}}, "spec.containers"),
         ({"containers": [c(), "oops"]}, "spec.containers[1]"),
         ({"containers": [c(requests={"cpu": "-1"})]}, "spec.containers[0].resources.requests.cpu"),
+        (
+            {"containers": [c(limits={"nvidia.com/gpu": -1})]},
+            'spec.containers[0].resources.limits["nvidia.com/gpu"]',
+        ),
+        ({"containers": []}, "spec.containers"),
+        ({}, "spec.containers"),
         ("not a pod", "spec"),
     ],
     ids=[
@@ -130,6 +136,9 @@ def test_pod_requests(spec, expected):
         "containers not a list",
         "a container that is not an object",
         "a negative request",
+        "a negative extended resource",
+        "no containers",
+        "no containers field",
         "a spec that is not an object",
     ],
 )
