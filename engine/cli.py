@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -32,6 +34,24 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_argument("--revision", help="git revision recorded in the policy version")
     validate.add_argument("-o", "--output", choices=("text", "json"), default="text")
     validate.set_defaults(handler=_validate)
+
+    inspect = commands.add_parser(
+        "inspect",
+        help="show the demand of every job in Kubernetes object files",
+        description="Read job templates (files as `kubectl get -o yaml` prints them: a List or "
+        "multi-document YAML) and print each workload's roles, per-pod requests, total, gang "
+        "minimum and queue. Exit 0 when every object was read, 1 when any had an error (the rest "
+        "are still printed), 2 on usage errors.",
+    )
+    inspect.add_argument("files", nargs="+", type=Path, metavar="FILE")
+    inspect.add_argument("-o", "--output", choices=("json", "table"), default="table")
+    inspect.add_argument(
+        "--policies",
+        type=Path,
+        help="policy directory whose SchedulingPolicy maps jobs to queues "
+        "(default: the built-in mapping)",
+    )
+    inspect.set_defaults(handler=_inspect)
     return parser
 
 
@@ -72,10 +92,39 @@ def _validate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _inspect(args: argparse.Namespace) -> int:
+    from engine.fleet.files import read_objects
+    from engine.inspect import InspectedError, inspect_objects, table
+    from engine.policy.policyset import default_scheduling_policy
+
+    if args.policies is not None:
+        try:
+            policy = load_policy_set([args.policies]).scheduling
+        except PolicyLoadError as err:
+            for issue in err.issues:
+                print(issue, file=sys.stderr)
+            return EXIT_INVALID
+    else:
+        policy = default_scheduling_policy()
+    objects, problems = read_objects(args.files)
+    result = inspect_objects(objects, policy, dt.datetime.now(dt.UTC))
+    read_errors = tuple(InspectedError(p.source, p.object, p.path, p.message) for p in problems)
+    result = type(result)(result.workloads, read_errors + result.errors)
+    if args.output == "json":
+        print(json.dumps(result.to_json(), indent=2))
+    else:
+        print(table(result))
+    return EXIT_INVALID if result.errors else EXIT_OK
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    return int(args.handler(args))
+    try:
+        return int(args.handler(args))
+    except BrokenPipeError:  # the reader (`| head`) went away: stop quietly, like other tools
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_INVALID
 
 
 if __name__ == "__main__":

@@ -7,6 +7,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from engine.fleet.model import SnapshotIssue
+from engine.fleet.snapshot import flatten_lists
 from engine.mapping import map_job
 from engine.policy.model import SchedulingPolicy
 from engine.workloads.model import DemandError, Workload
@@ -57,7 +59,8 @@ def inspect_objects(
     """Read every workload's demand; map its queue with ``policy``; collect errors with places."""
     workloads: list[tuple[Workload, str | None]] = []
     errors: list[InspectedError] = []
-    for file, obj in objects:
+    unreadable: list[SnapshotIssue] = []
+    for file, obj in flatten_lists(objects, unreadable):
         try:
             workload = read_workload(obj)
         except DemandError as err:
@@ -69,6 +72,7 @@ def inspect_objects(
         if mapped.error:
             errors.append(InspectedError(file, object_ref(obj), "", mapped.error))
         workloads.append((workload, mapped.queue))
+    errors.extend(InspectedError(i.source, i.object, i.path, i.message) for i in unreadable)
     return Inspected(tuple(workloads), tuple(errors))
 
 

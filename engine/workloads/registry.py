@@ -61,9 +61,7 @@ def _load_families() -> None:
     if _loaded:
         return
     import importlib
-    import importlib.util
 
     for module in _FAMILIES:
-        if importlib.util.find_spec(module) is not None:
-            importlib.import_module(module)
+        importlib.import_module(module)
     _loaded = True

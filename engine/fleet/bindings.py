@@ -1,0 +1,160 @@
+"""``work.karmada.io`` ResourceBinding and ClusterResourceBinding → BindingView.
+
+Reads v1alpha2 (the storage version); v1alpha1 objects have the same fields used here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from engine.fleet.fields import (
+    expect_bool,
+    expect_int,
+    expect_list,
+    expect_mapping,
+    expect_str,
+    metadata,
+)
+from engine.fleet.frozen import FrozenDict
+from engine.fleet.model import BindingView, Component, ObjectRef
+from engine.fleet.propagation import PERMANENT_ID_LABELS, read_placement
+from engine.resources import Resources
+from engine.workloads.model import DemandError
+from engine.workloads.pods import amounts
+
+BINDING_KINDS = ("ResourceBinding", "ClusterResourceBinding")
+HEALTH = ("Healthy", "Unhealthy", "Unknown")
+
+
+def read_binding(obj: Mapping[str, Any]) -> BindingView:
+    kind = str(obj.get("kind", ""))
+    if kind not in BINDING_KINDS:
+        raise DemandError("kind", f"not a binding kind: {kind!r}")
+    meta = metadata(obj)
+    namespace = meta.namespace if kind == "ResourceBinding" else ""
+    spec = expect_mapping(obj.get("spec"), "spec")
+    status = expect_mapping(obj.get("status"), "status")
+    requirements = spec.get("replicaRequirements")
+    policy_kind, permanent_id = _policy(meta.labels)
+    placement = spec.get("placement")
+    applied, health = _aggregated(status)
+    return BindingView(
+        namespace=namespace,
+        name=meta.name,
+        uid=meta.uid,
+        kind=kind,
+        resource=_resource(spec.get("resource"), namespace),
+        policy_kind=policy_kind,
+        policy_permanent_id=permanent_id,
+        suspended_scheduling=expect_bool(
+            expect_mapping(spec.get("suspension"), "spec.suspension").get("scheduling"),
+            "spec.suspension.scheduling",
+        ),
+        clusters=_clusters(spec),
+        replicas=expect_int(spec.get("replicas"), "spec.replicas", default=0),
+        replica_requirements=_requests(requirements, "spec.replicaRequirements"),
+        priority_class_name=expect_str(
+            expect_mapping(requirements, "spec.replicaRequirements").get("priorityClassName"),
+            "spec.replicaRequirements.priorityClassName",
+        ),
+        components=tuple(
+            _component(c, f"spec.components[{i}]")
+            for i, c in enumerate(expect_list(spec.get("components"), "spec.components"))
+        ),
+        placement=None if placement is None else read_placement(placement, "spec.placement"),
+        applied=applied,
+        health=health,
+        conditions=_conditions(status),
+        generation=meta.generation,
+        scheduler_observed_generation=expect_int(
+            status.get("schedulerObservedGeneration"),
+            "status.schedulerObservedGeneration",
+            default=0,
+        ),
+        labels=meta.labels,
+        annotations=meta.annotations,
+        created_at=meta.created_at,
+    )
+
+
+def _policy(labels: Mapping[str, str]) -> tuple[str, str]:
+    """A namespaced binding may be claimed by a PropagationPolicy or a ClusterPropagationPolicy."""
+    for kind, label in PERMANENT_ID_LABELS.items():
+        if labels.get(label):
+            return kind, labels[label]
+    return "", ""
+
+
+def _resource(raw: Any, namespace: str) -> ObjectRef:
+    path = "spec.resource"
+    if raw is None:
+        raise DemandError(path, "required")
+    ref = expect_mapping(raw, path)
+    return ObjectRef(
+        api_version=expect_str(ref.get("apiVersion"), f"{path}.apiVersion", required=True),
+        kind=expect_str(ref.get("kind"), f"{path}.kind", required=True),
+        namespace=expect_str(ref.get("namespace"), f"{path}.namespace") or namespace,
+        name=expect_str(ref.get("name"), f"{path}.name", required=True),
+        uid=expect_str(ref.get("uid"), f"{path}.uid"),
+    )
+
+
+def _requests(raw: Any, path: str) -> Resources | None:
+    """``resourceRequest`` of a ReplicaRequirements; None when Karmada gave none."""
+    request = expect_mapping(raw, path).get("resourceRequest")
+    return None if request is None else Resources(amounts(request, f"{path}.resourceRequest"))
+
+
+def _clusters(spec: Mapping[str, Any]) -> tuple[tuple[str, int], ...]:
+    result = []
+    for i, raw in enumerate(expect_list(spec.get("clusters"), "spec.clusters")):
+        path = f"spec.clusters[{i}]"
+        target = expect_mapping(raw, path)
+        result.append(
+            (
+                expect_str(target.get("name"), f"{path}.name", required=True),
+                expect_int(target.get("replicas"), f"{path}.replicas", default=0),
+            )
+        )
+    return tuple(result)
+
+
+def _component(raw: Any, path: str) -> Component:
+    entry = expect_mapping(raw, path)
+    requirements = entry.get("replicaRequirements")
+    return Component(
+        name=expect_str(entry.get("name"), f"{path}.name"),
+        replicas=expect_int(entry.get("replicas"), f"{path}.replicas"),
+        requests=_requests(requirements, f"{path}.replicaRequirements") or Resources(),
+        priority_class_name=expect_str(
+            expect_mapping(requirements, f"{path}.replicaRequirements").get("priorityClassName"),
+            f"{path}.replicaRequirements.priorityClassName",
+        ),
+    )
+
+
+def _aggregated(status: Mapping[str, Any]) -> tuple[FrozenDict[str, bool], FrozenDict[str, str]]:
+    applied: dict[str, bool] = {}
+    health: dict[str, str] = {}
+    for i, raw in enumerate(expect_list(status.get("aggregatedStatus"), "status.aggregatedStatus")):
+        path = f"status.aggregatedStatus[{i}]"
+        item = expect_mapping(raw, path)
+        cluster = expect_str(item.get("clusterName"), f"{path}.clusterName", required=True)
+        applied[cluster] = expect_bool(item.get("applied"), f"{path}.applied")
+        state = expect_str(item.get("health"), f"{path}.health") or "Unknown"
+        if state not in HEALTH:
+            raise DemandError(f"{path}.health", f"must be one of {', '.join(HEALTH)}")
+        health[cluster] = state
+    return FrozenDict(applied), FrozenDict(health)
+
+
+def _conditions(status: Mapping[str, Any]) -> FrozenDict[str, str]:
+    result: dict[str, str] = {}
+    for i, raw in enumerate(expect_list(status.get("conditions"), "status.conditions")):
+        path = f"status.conditions[{i}]"
+        item = expect_mapping(raw, path)
+        result[expect_str(item.get("type"), f"{path}.type", required=True)] = expect_str(
+            item.get("status"), f"{path}.status", required=True
+        )
+    return FrozenDict(result)
