@@ -7,17 +7,10 @@ from typing import Any
 
 import pytest
 
-from engine.quantity import parse_quantity
 from engine.resources import Resources
 from engine.workloads.model import DemandError
 from engine.workloads.registry import read_workload
-
-
-def res(**amounts: str | int) -> Resources:
-    """Resources from quantities; ``nvidia_com_gpu`` stands for ``nvidia.com/gpu``."""
-    return Resources(
-        {k.replace("nvidia_com_", "nvidia.com/"): parse_quantity(v) for k, v in amounts.items()}
-    )
+from tests.workloads.builders import res
 
 
 def job_template(requests: dict | None = None, limits: dict | None = None, **job: Any) -> dict:

@@ -6,38 +6,12 @@ from typing import Any
 
 import pytest
 
-from engine.quantity import parse_quantity
-from engine.resources import Resources
 from engine.workloads.model import DemandError
 from engine.workloads.registry import read_workload
+from tests.workloads.builders import container, replica, res
 
 L = "spec.mpiReplicaSpecs.Launcher"
 W = "spec.mpiReplicaSpecs.Worker"
-
-
-def res(**amounts: str | int) -> Resources:
-    """Resources from quantities; ``nvidia_com_gpu`` stands for ``nvidia.com/gpu``."""
-    return Resources(
-        {k.replace("nvidia_com_", "nvidia.com/"): parse_quantity(v) for k, v in amounts.items()}
-    )
-
-
-def container(requests: dict | None = None, limits: dict | None = None, **extra: Any) -> dict:
-    resources = {}
-    if requests is not None:
-        resources["requests"] = requests
-    if limits is not None:
-        resources["limits"] = limits
-    return {"name": "mpi", "image": "mpi-pi", "resources": resources, **extra}
-
-
-def replica(replicas: Any = None, *containers: dict, **pod: Any) -> dict:
-    body: dict[str, Any] = {
-        "template": {"spec": {"containers": list(containers) or [container()], **pod}}
-    }
-    if replicas is not None:
-        body["replicas"] = replicas
-    return body
 
 
 def mpijob(replicas: dict, **spec: Any) -> dict:

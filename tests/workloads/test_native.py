@@ -11,13 +11,7 @@ from engine.quantity import parse_quantity
 from engine.resources import Resources
 from engine.workloads.model import DemandError
 from engine.workloads.registry import read_workload
-
-
-def res(**amounts: str | int) -> Resources:
-    """Resources from quantities; ``nvidia_com_gpu`` stands for ``nvidia.com/gpu``."""
-    return Resources(
-        {k.replace("nvidia_com_", "nvidia.com/"): parse_quantity(v) for k, v in amounts.items()}
-    )
+from tests.workloads.builders import res
 
 
 def pod_spec(requests: dict | None = None, limits: dict | None = None, **spec: Any) -> dict:

@@ -6,26 +6,9 @@ from typing import Any
 
 import pytest
 
-from engine.quantity import parse_quantity
-from engine.resources import Resources
 from engine.workloads.model import DemandError
 from engine.workloads.registry import read_workload
-
-
-def res(**amounts: str | int) -> Resources:
-    """Resources from quantities; ``nvidia_com_gpu`` stands for ``nvidia.com/gpu``."""
-    return Resources(
-        {k.replace("nvidia_com_", "nvidia.com/"): parse_quantity(v) for k, v in amounts.items()}
-    )
-
-
-def container(requests: dict | None = None, limits: dict | None = None, **extra: Any) -> dict:
-    resources = {}
-    if requests is not None:
-        resources["requests"] = requests
-    if limits is not None:
-        resources["limits"] = limits
-    return {"name": "main", "image": "busybox", "resources": resources, **extra}
+from tests.workloads.builders import container, res
 
 
 def task(name: str | None, replicas: Any = None, *containers: dict, **extra: Any) -> dict:
