@@ -15,6 +15,8 @@ def template_role(
 ) -> Role:
     """A role from a replica count and a PodTemplateSpec at ``path`` (its ``spec`` is read)."""
     count = expect_int(replicas, f"{path}.replicas", default=default_replicas)
+    if template is None:
+        raise DemandError(f"{path}.template", "required")
     pod_template = expect_mapping(template, f"{path}.template")
     requests = pod_requests(pod_template.get("spec"), f"{path}.template.spec")
     return Role(name=name, replicas=count, requests=requests)

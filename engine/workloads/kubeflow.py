@@ -27,7 +27,7 @@ from typing import Any
 
 from engine.workloads.common import template_role, workload
 from engine.workloads.model import DemandError, Role, Workload
-from engine.workloads.pods import expect_int, expect_list, expect_mapping
+from engine.workloads.pods import expect_int, expect_mapping
 from engine.workloads.registry import register
 
 API_VERSION = "kubeflow.org/v1"
@@ -128,19 +128,9 @@ def replica_specs(
 
 def replica_role(name: str, spec: Mapping[str, Any], path: str, default_replicas: int) -> Role:
     """A role from one ReplicaSpec; its pod template must have at least one container."""
-    require_containers(spec.get("template"), f"{path}.template")
     return template_role(
         name, spec.get("replicas"), spec.get("template"), path, default_replicas=default_replicas
     )
-
-
-def require_containers(template: Any, path: str) -> None:
-    """The operators reject a pod template without containers; so does fleetgate."""
-    if template is None:
-        raise DemandError(path, "required")
-    pod_spec = expect_mapping(expect_mapping(template, path).get("spec"), f"{path}.spec")
-    if not expect_list(pod_spec.get("containers"), f"{path}.spec.containers"):
-        raise DemandError(f"{path}.spec.containers", "required: at least one container")
 
 
 @dataclass(frozen=True, slots=True)

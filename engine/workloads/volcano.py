@@ -43,7 +43,6 @@ def read_volcano_job(obj: Mapping[str, Any]) -> Workload:
         if name in seen:
             raise DemandError(f"{path}.name", f"duplicate task name {name!r}")
         seen.add(name)
-        _require_containers(task.get("template"), f"{path}.template")
         role = template_role(
             name, task.get("replicas"), task.get("template"), path, default_replicas=0
         )
@@ -68,15 +67,6 @@ def read_volcano_job(obj: Mapping[str, Any]) -> Workload:
         priority_class_name=_string(spec.get("priorityClassName"), "spec.priorityClassName"),
         queue=_string(spec.get("queue"), "spec.queue"),
     )
-
-
-def _require_containers(template: Any, path: str) -> None:
-    """Volcano validates each task's pod template: it needs at least one container."""
-    if template is None:
-        raise DemandError(path, "required")
-    pod_spec = expect_mapping(expect_mapping(template, path).get("spec"), f"{path}.spec")
-    if not expect_list(pod_spec.get("containers"), f"{path}.spec.containers"):
-        raise DemandError(f"{path}.spec.containers", "required: at least one container")
 
 
 def _string(value: Any, path: str) -> str | None:
