@@ -22,6 +22,17 @@ def template_role(
     return Role(name=name, replicas=count, requests=requests)
 
 
+def unique_name(entry: Mapping[str, Any], key: str, where: str, seen: set[str], what: str) -> str:
+    """A required name, unique among its siblings (``seen`` collects them)."""
+    name = entry.get(key)
+    if not isinstance(name, str) or not name:
+        raise DemandError(f"{where}.{key}", "required")
+    if name in seen:
+        raise DemandError(f"{where}.{key}", f"duplicate {what} {name!r}")
+    seen.add(name)
+    return name
+
+
 def workload(
     obj: Mapping[str, Any],
     roles: Sequence[Role],

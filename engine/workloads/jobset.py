@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from engine.workloads.common import template_role, workload
+from engine.workloads.common import template_role, unique_name, workload
 from engine.workloads.model import DemandError, Role, Workload
 from engine.workloads.pods import expect_int, expect_list, expect_mapping
 from engine.workloads.registry import register
@@ -44,12 +44,7 @@ def read_jobset(obj: Mapping[str, Any]) -> Workload:
     for i, raw in enumerate(replicated):
         where = f"spec.replicatedJobs[{i}]"
         entry = expect_mapping(raw, where)
-        name = entry.get("name")
-        if not isinstance(name, str) or not name:
-            raise DemandError(f"{where}.name", "required")
-        if name in names:
-            raise DemandError(f"{where}.name", f"duplicate replicated job {name!r}")
-        names.add(name)
+        name = unique_name(entry, "name", where, names, "replicated job")
         jobs = expect_int(entry.get("replicas"), f"{where}.replicas", 1)
         job_template = expect_mapping(entry.get("template"), f"{where}.template")
         job_spec = expect_mapping(job_template.get("spec"), f"{where}.template.spec")

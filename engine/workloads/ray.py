@@ -36,7 +36,7 @@ from fractions import Fraction
 from typing import Any
 
 from engine.resources import Resources
-from engine.workloads.common import template_role, workload
+from engine.workloads.common import template_role, unique_name, workload
 from engine.workloads.model import DemandError, Role, Workload
 from engine.workloads.pods import (
     container_requests,
@@ -82,12 +82,7 @@ def cluster_roles(
     for i, raw in enumerate(groups):
         where = f"{path}.workerGroupSpecs[{i}]"
         group = expect_mapping(raw, where)
-        name = group.get("groupName")
-        if not isinstance(name, str) or not name:
-            raise DemandError(f"{where}.groupName", "required")
-        if name in names:
-            raise DemandError(f"{where}.groupName", f"duplicate worker group {name!r}")
-        names.add(name)
+        name = unique_name(group, "groupName", where, names, "worker group")
         if "template" not in group:
             raise DemandError(f"{where}.template", "required")
         minimum = expect_int(group.get("minReplicas"), f"{where}.minReplicas", 0)
