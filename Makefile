@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo lint bench-cel clean
+.PHONY: test demo lint bench bench-cel clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -17,7 +17,12 @@ test: $(STAMP)
 	$(BIN)/python -m pytest
 
 demo: $(STAMP)
-	$(BIN)/fleetgate validate policies/
+	$(BIN)/fleetgate dry-run --policies policies/ --snapshot examples/fleet-snapshot.yaml \
+		--now 2025-03-10T10:00:00Z
+
+bench: $(STAMP)
+	$(BIN)/fleetgate bench --jobs 15000 --clusters 10 --queues 30
+	$(BIN)/fleetgate bench --jobs 50000 --clusters 100 --queues 1000 --repeats 2
 
 bench-cel: $(STAMP)
 	$(BIN)/python benchmarks/cel_runners.py

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 from engine.fleet.model import SnapshotIssue
@@ -97,7 +98,7 @@ def table(result: Inspected) -> str:
                 _number(float(total.get_amount("cpu"))),
                 _bytes(int(total.get_amount("memory"))),
                 _number(float(total.get_amount("nvidia.com/gpu"))),
-                ",".join(f"{k}={_number(float(total[k]))}" for k in other) or "-",
+                ",".join(f"{k}={_amount(k, total[k])}" for k in other) or "-",
             ]
         )
     widths = [max(len(row[i]) for row in rows) for i in range(len(headers))]
@@ -108,6 +109,10 @@ def table(result: Inspected) -> str:
     for error in result.errors:
         lines.append(f"error: {error.file}: {error.object}: {error.path or '-'}: {error.message}")
     return "\n".join(lines)
+
+
+def _amount(resource: str, value: Fraction) -> str:
+    return _bytes(int(value)) if resource.endswith("memory") else _number(float(value))
 
 
 def _number(value: float) -> str:

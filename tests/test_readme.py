@@ -12,7 +12,7 @@ import pytest
 from engine.cli import main
 from tests.conftest import REPO
 
-BLOCK = re.compile(r"```\n\$ fleetgate ((?:validate|inspect) [^\n]*)\n(.*?)```", re.S)
+BLOCK = re.compile(r"```\n\$ fleetgate ((?:validate|inspect|dry-run) [^\n]*)\n(.*?)```", re.S)
 
 
 def examples() -> list[tuple[str, str]]:

@@ -38,7 +38,7 @@ def read_binding(obj: Mapping[str, Any]) -> BindingView:
     requirements = spec.get("replicaRequirements")
     policy_kind, permanent_id = _policy(meta.labels)
     placement = spec.get("placement")
-    applied, health = _aggregated(status)
+    applied, health, finished = _aggregated(status)
     return BindingView(
         namespace=namespace,
         name=meta.name,
@@ -65,6 +65,7 @@ def read_binding(obj: Mapping[str, Any]) -> BindingView:
         placement=None if placement is None else read_placement(placement, "spec.placement"),
         applied=applied,
         health=health,
+        finished=finished,
         conditions=_conditions(status),
         generation=meta.generation,
         scheduler_observed_generation=expect_int(
@@ -134,9 +135,12 @@ def _component(raw: Any, path: str) -> Component:
     )
 
 
-def _aggregated(status: Mapping[str, Any]) -> tuple[FrozenDict[str, bool], FrozenDict[str, str]]:
+def _aggregated(
+    status: Mapping[str, Any],
+) -> tuple[FrozenDict[str, bool], FrozenDict[str, str], frozenset[str]]:
     applied: dict[str, bool] = {}
     health: dict[str, str] = {}
+    finished: set[str] = set()
     for i, raw in enumerate(expect_list(status.get("aggregatedStatus"), "status.aggregatedStatus")):
         path = f"status.aggregatedStatus[{i}]"
         item = expect_mapping(raw, path)
@@ -146,7 +150,43 @@ def _aggregated(status: Mapping[str, Any]) -> tuple[FrozenDict[str, bool], Froze
         if state not in HEALTH:
             raise DemandError(f"{path}.health", f"must be one of {', '.join(HEALTH)}")
         health[cluster] = state
-    return FrozenDict(applied), FrozenDict(health)
+        if is_finished(item.get("status")):
+            finished.add(cluster)
+    return FrozenDict(applied), FrozenDict(health), frozenset(finished)
+
+
+# How the job kinds fleetgate knows report a terminal state in the status Karmada aggregates.
+TERMINAL_CONDITIONS = frozenset({"Complete", "Completed", "Succeeded", "Failed"})
+TERMINAL_STATES = {
+    ("state", "phase"): frozenset({"Completed", "Failed", "Terminated", "Aborted"}),  # Volcano
+    ("applicationState", "state"): frozenset({"COMPLETED", "FAILED"}),  # Spark operator
+    ("jobDeploymentStatus",): frozenset({"Complete", "Failed"}),  # KubeRay RayJob
+}
+
+
+def is_finished(job_status: Any) -> bool:
+    """Whether a member's job status (``aggregatedStatus[].status``) says the job has ended.
+
+    A terminal condition (batch/v1 Job, Kubeflow, JobSet, MPIJob) or a terminal state field
+    (Volcano, Spark, Ray). Anything unreadable counts as still running: its usage stays counted.
+    """
+    if not isinstance(job_status, Mapping):
+        return False
+    conditions = job_status.get("conditions")
+    for condition in conditions if isinstance(conditions, list) else []:
+        if (
+            isinstance(condition, Mapping)
+            and condition.get("type") in TERMINAL_CONDITIONS
+            and condition.get("status") == "True"
+        ):
+            return True
+    for path, states in TERMINAL_STATES.items():
+        value: Any = job_status
+        for key in path:
+            value = value.get(key) if isinstance(value, Mapping) else None
+        if isinstance(value, str) and value in states:
+            return True
+    return False
 
 
 def _conditions(status: Mapping[str, Any]) -> FrozenDict[str, str]:

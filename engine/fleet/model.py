@@ -165,6 +165,7 @@ class BindingView:
     placement: PlacementView | None  # spec.placement, copied from the policy by Karmada
     applied: FrozenDict[str, bool]  # status.aggregatedStatus[].applied per cluster
     health: FrozenDict[str, str]  # status.aggregatedStatus[].health: Healthy|Unhealthy|Unknown
+    finished: frozenset[str]  # clusters whose job status is terminal (succeeded or failed)
     conditions: FrozenDict[str, str]  # type → status
     generation: int
     scheduler_observed_generation: int

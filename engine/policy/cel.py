@@ -26,6 +26,7 @@ import celpy.evaluation
 
 from engine.errors import QuantityError
 from engine.policy import celcheck
+from engine.policy.access import Path, access_paths
 from engine.policy.celcheck import (
     BOOL,
     DOUBLE,
@@ -163,12 +164,17 @@ def activation(types: Mapping[str, CelType], **values: Any) -> Activation:
 
 @dataclass(frozen=True, slots=True, eq=False)
 class CelProgram:
-    """One compiled expression with its expected result type."""
+    """One compiled expression with its expected result type.
+
+    ``accesses`` are the paths into the variables the expression can read (see ``access``):
+    inputs that agree on them give the same result, which is what memoisation keys on.
+    """
 
     source: str
     result_type: CelType
     _code: Any = field(repr=False)
     _base: Any = field(repr=False)
+    accesses: frozenset[Path]
 
     def evaluate(self, variables: Activation) -> Any:
         """The result as a plain Python value, or a CelError."""
@@ -203,9 +209,12 @@ def compile_expression(
         )
     if issues:
         return issues
+    accesses = access_paths(tree, variables.keys())
     runner = _ENVIRONMENT.program(tree, functions=dict(_FUNCTIONS))
     transpiler = runner.tp
-    return CelProgram(text, expected, transpiler.executable_code, transpiler.base_activation)
+    return CelProgram(
+        text, expected, transpiler.executable_code, transpiler.base_activation, accesses
+    )
 
 
 def _unexpected(text: str, line: int, column: int) -> str:

@@ -11,14 +11,28 @@ from engine.workloads.pods import expect_int, expect_mapping, pod_requests
 
 
 def template_role(
-    name: str, replicas: Any, template: Any, path: str, default_replicas: int = 1
+    name: str,
+    replicas: Any,
+    template: Any,
+    path: str,
+    default_replicas: int = 1,
+    *,
+    fallback_priority_class: str | None = None,
 ) -> Role:
-    """A role from a replica count and a PodTemplateSpec at ``path`` (its ``spec`` is read)."""
+    """A role from a replica count and a PodTemplateSpec at ``path`` (its ``spec`` is read).
+
+    The pods' requests are Koordinator batch resources when the template's priority class (else
+    ``fallback_priority_class``, the one the controller fills in) is Koordinator's batch class.
+    """
     count = expect_int(replicas, f"{path}.replicas", default=default_replicas)
     if template is None:
         raise DemandError(f"{path}.template", "required")
     pod_template = expect_mapping(template, f"{path}.template")
-    requests = pod_requests(pod_template.get("spec"), f"{path}.template.spec")
+    requests = pod_requests(
+        pod_template.get("spec"),
+        f"{path}.template.spec",
+        fallback_priority_class=fallback_priority_class,
+    )
     return Role(name=name, replicas=count, requests=requests)
 
 

@@ -24,6 +24,10 @@ integration leaves it out (it waits for the cluster; a gang that waited for it w
 ``InteractiveMode`` add no pod. With ``spec.clusterSelector`` the job runs on an existing
 cluster and needs only its submitter.
 
+Koordinator batch pods (``engine.workloads.colocation``) are decided per pod template; the
+autoscaler and SidecarMode submitter containers are rewritten with the head pod they join. The
+default K8sJobMode submitter pod names no priority class and keeps cpu/memory.
+
 Hints: queue from the label ``volcano.sh/queue-name`` (what KubeRay's Volcano integration reads);
 priority class from the label ``ray.io/priority-class-name``, else the head pod's
 ``priorityClassName``.
@@ -36,6 +40,7 @@ from fractions import Fraction
 from typing import Any
 
 from engine.resources import Resources
+from engine.workloads.colocation import batch_resources
 from engine.workloads.common import template_role, unique_name, workload
 from engine.workloads.model import DemandError, Role, Workload
 from engine.workloads.pods import (
@@ -43,6 +48,7 @@ from engine.workloads.pods import (
     expect_int,
     expect_list,
     expect_mapping,
+    pod_is_batch,
     pod_requests,
 )
 from engine.workloads.registry import register
@@ -66,15 +72,18 @@ def cluster_roles(
     if "template" not in head_group:
         raise DemandError(f"{head_path}.template", "required")
     head = template_role("head", 1, head_group["template"], head_path)
+    head_spec = expect_mapping(head_group["template"], f"{head_path}.template").get("spec")
+    batch = pod_is_batch(expect_mapping(head_spec, f"{head_path}.template.spec"))
     requests = head.requests
     if autoscaling:
         options = expect_mapping(spec.get("autoscalerOptions"), f"{path}.autoscalerOptions")
         if options.get("resources") is not None:
-            requests = requests + container_requests(options, f"{path}.autoscalerOptions")
+            where = f"{path}.autoscalerOptions"
+            requests = requests + container_requests(options, where, batch=batch)
         else:
-            requests = requests + AUTOSCALER_REQUESTS
+            requests = requests + _in_pod(AUTOSCALER_REQUESTS, batch)
     if extra_head:
-        requests = requests + extra_head
+        requests = requests + _in_pod(extra_head, batch)
     roles = [Role("head", 1, requests, min_available=1)]
     gang = 1
     names: set[str] = set()
@@ -101,6 +110,11 @@ def cluster_roles(
         roles.append(Role(name, role.replicas, role.requests, min_available=group_min))
         gang += group_min if autoscaling else role.replicas
     return roles, gang
+
+
+def _in_pod(container: Resources, batch: bool) -> Resources:
+    """A container KubeRay adds to a pod: Koordinator rewrites it with the rest of a batch pod."""
+    return batch_resources(container) if batch else container
 
 
 def _desired(replicas: int | None, minimum: int, maximum: int, suspended: bool) -> int:

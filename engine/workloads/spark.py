@@ -23,6 +23,12 @@ Per pod (Spark ``BasicDriverFeatureStep``/``BasicExecutorFeatureStep`` and
 * ``sidecars`` and ``initContainers`` are added to the pod by the operator's webhook; their
   requests count by the usual pod rules.
 
+Koordinator batch pods (``engine.workloads.colocation``): a driver or executor whose own
+``priorityClassName`` is ``koord-batch`` (the operator's webhook, ``addPriorityClassName``, puts
+that field on the pod) asks for ``kubernetes.io/batch-cpu`` in milli-cores and
+``kubernetes.io/batch-memory`` instead of cpu and memory, sidecars and init containers included.
+``batchSchedulerOptions.priorityClassName`` goes to the batch scheduler's PodGroup, not the pods.
+
 Pods: one driver plus the executors Spark asks for at start. Without dynamic allocation that is
 ``executor.instances`` (the operator defaults it to 1, ``api/v1beta2/defaults.go``). With dynamic
 allocation it is Spark's ``getDynamicAllocationInitialExecutors``:
@@ -50,6 +56,7 @@ from typing import Any
 from engine.errors import QuantityError
 from engine.quantity import parse_quantity
 from engine.resources import Resources
+from engine.workloads.colocation import batch_resources, is_batch_pod
 from engine.workloads.common import workload
 from engine.workloads.model import DemandError, Role, Workload
 from engine.workloads.pods import container_requests, expect_int, expect_list, expect_mapping
@@ -169,6 +176,7 @@ def pod_resources(
     pod: Mapping[str, Any], factor: float, path: str, extra_mib: int = 0
 ) -> Resources:
     """Requests of one driver or executor pod, built as Spark builds its containers."""
+    batch = is_batch_pod(pod.get("priorityClassName"))
     main: dict[str, Fraction] = {
         "cpu": pod_cpu(pod, path),
         "memory": Fraction((pod_memory_mib(pod, factor, path) + extra_mib) * MIB),
@@ -179,12 +187,13 @@ def pod_resources(
         if not isinstance(name, str) or not name:
             raise DemandError(f"{path}.gpu.name", "required (a resource name like nvidia.com/gpu)")
         main[name] = Fraction(expect_int(gpu.get("quantity"), f"{path}.gpu.quantity"))
-    total = Resources(main)
+    total = batch_resources(main) if batch else Resources(main)
     for i, sidecar in enumerate(expect_list(pod.get("sidecars"), f"{path}.sidecars")):
-        total = total + container_requests(sidecar, f"{path}.sidecars[{i}]")
+        total = total + container_requests(sidecar, f"{path}.sidecars[{i}]", batch=batch)
     init_peak = Resources()
     for i, init in enumerate(expect_list(pod.get("initContainers"), f"{path}.initContainers")):
-        init_peak = init_peak.maximum(container_requests(init, f"{path}.initContainers[{i}]"))
+        where = f"{path}.initContainers[{i}]"
+        init_peak = init_peak.maximum(container_requests(init, where, batch=batch))
     return total.maximum(init_peak)
 
 

@@ -10,6 +10,8 @@
   equals the sum of replicas only when no task sets its own minimum. ``spec.minAvailable: 0``
   counts as unset, as in Volcano (the field is a plain int).
 * Queue hint ``spec.queue``; priority class ``spec.priorityClassName``. Not resizable.
+* A pod template without ``priorityClassName`` gets the job's (the job controller's
+  ``createJobPod``), which matters for Koordinator batch pods (``engine.workloads.colocation``).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ def read_volcano_job(obj: Mapping[str, Any]) -> Workload:
     tasks = expect_list(spec.get("tasks"), "spec.tasks")
     if not tasks:
         raise DemandError("spec.tasks", "required: at least one task")
+    priority_class = _string(spec.get("priorityClassName"), "spec.priorityClassName")
     roles: list[Role] = []
     seen: set[str] = set()
     for index, raw in enumerate(tasks):
@@ -44,7 +47,12 @@ def read_volcano_job(obj: Mapping[str, Any]) -> Workload:
             raise DemandError(f"{path}.name", f"duplicate task name {name!r}")
         seen.add(name)
         role = template_role(
-            name, task.get("replicas"), task.get("template"), path, default_replicas=0
+            name,
+            task.get("replicas"),
+            task.get("template"),
+            path,
+            default_replicas=0,
+            fallback_priority_class=priority_class,
         )
         task_min = expect_int(task.get("minAvailable"), f"{path}.minAvailable", role.replicas)
         if task_min > role.replicas:
@@ -64,7 +72,7 @@ def read_volcano_job(obj: Mapping[str, Any]) -> Workload:
         roles,
         min_member=min_member,
         resizable=False,
-        priority_class_name=_string(spec.get("priorityClassName"), "spec.priorityClassName"),
+        priority_class_name=priority_class,
         queue=_string(spec.get("queue"), "spec.queue"),
     )
 

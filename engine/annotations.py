@@ -1,0 +1,68 @@
+"""The labels and annotations fleetgate reads and writes on ResourceBindings (a contract).
+
+The webhook writes ``MANAGED``, ``QUEUED_AT`` and ``POLICY_VERSION`` when it suspends a binding,
+and ``READMIT`` when an admitted binding's demand grows. The reconciler writes the admission,
+backoff and exclusion annotations; the scheduling cycle reads all of them. Times are RFC 3339
+in UTC (``2025-03-10T09:10:00Z``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+MANAGED = "fleetgate.io/managed"
+"""Label, value ``"true"``: the webhook suspended this binding; only fleetgate may admit it."""
+
+QUEUED_AT = "fleetgate.io/queued-at"
+"""When the job entered its queue (creation, requeue or re-admission): the FIFO time."""
+
+POLICY_VERSION = "fleetgate.io/policy-version"
+"""The PolicySet version of the last decision written to the binding."""
+
+ADMITTED_AT = "fleetgate.io/admitted-at"
+"""When fleetgate admitted the binding; with ``spec.clusters`` set, the job is admitted."""
+
+ADMITTED_TO = "fleetgate.io/admitted-to"
+"""Comma-separated names of the clusters the binding was admitted to."""
+
+READMIT = "fleetgate.io/readmit"
+"""The time an admitted binding's demand grew; it waits in its queue again until re-admitted."""
+
+BACKOFF_UNTIL = "fleetgate.io/backoff-until"
+"""A requeued binding is not considered before this time."""
+
+ATTEMPTS = "fleetgate.io/attempts"
+"""How many times the binding has been admitted and then requeued."""
+
+EXCLUDED_CLUSTERS = "fleetgate.io/excluded-clusters"
+"""``name=RFC3339,…``: clusters where the job failed, excluded until the given time."""
+
+NOMINATED_CLUSTER = "fleetgate.io/nominated-cluster"
+"""The cluster a preempting job waits for while its victims terminate."""
+
+PENDING = "fleetgate.io/pending"
+"""``Reason: message`` of the last Pending decision."""
+
+
+def format_time(value: dt.datetime) -> str:
+    return value.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_time(text: str) -> dt.datetime | None:
+    """An RFC 3339 time, or None when ``text`` is not one (a hand-edited annotation)."""
+    try:
+        parsed = dt.datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
+
+
+def parse_exclusions(text: str) -> dict[str, dt.datetime]:
+    """``EXCLUDED_CLUSTERS`` → cluster name → until; malformed entries are skipped."""
+    result: dict[str, dt.datetime] = {}
+    for item in text.split(","):
+        name, _, until = item.partition("=")
+        when = parse_time(until) if until else None
+        if name.strip() and when is not None:
+            result[name.strip()] = when
+    return result

@@ -1,0 +1,1 @@
+"""Benchmark inputs: seeded synthetic fleets for ``fleetgate bench``."""

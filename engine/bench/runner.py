@@ -1,0 +1,89 @@
+"""``fleetgate bench``: time full and incremental cycles on a seeded synthetic fleet.
+
+The fleet and policies are built first (not timed). Then ``repeats`` full cycles run over all
+pending jobs with one JobCache, as the reconciler would keep it: the first cycle evaluates the
+mapping CEL of every job, later ones reuse it (``first_cycle_seconds`` reports the cold one).
+After the last full cycle, ``repeats`` jobs arrive one at a time and each is decided by an
+incremental cycle against the state the full cycle ended in.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import gc
+import resource
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from engine.bench.synthetic import arrival, synthetic_fleet, with_arrival
+from engine.cycle.cycle import Cycle
+from engine.cycle.jobs import JobCache
+from engine.cycle.reasons import Action
+from engine.policy.policyset import PolicySet, load_policy_set
+
+NOW = dt.datetime(2026, 1, 5, 12, 0, tzinfo=dt.UTC)
+
+
+def load_documents(documents: Any) -> PolicySet:
+    with tempfile.TemporaryDirectory(prefix="fleetgate-bench-") as folder:
+        for i, doc in enumerate(documents):
+            (Path(folder) / f"{i:05d}.yaml").write_text(yaml.safe_dump(doc), encoding="utf-8")
+        return load_policy_set([folder])
+
+
+def run(jobs: int, clusters: int, queues: int, seed: int, repeats: int) -> dict[str, Any]:
+    started = time.perf_counter()
+    fleet = synthetic_fleet(jobs=jobs, clusters=clusters, queues=queues, seed=seed, now=NOW)
+    policies = load_documents(fleet.policy_documents)
+    setup = time.perf_counter() - started
+    cache = JobCache()
+    full: list[float] = []
+    cycle = None
+    result = None
+    gc.collect()
+    for _ in range(max(repeats, 1)):
+        t0 = time.perf_counter()
+        cycle = Cycle(fleet.snapshot, policies, NOW, cache)
+        result = cycle.run()
+        full.append(time.perf_counter() - t0)
+    assert cycle is not None and result is not None
+    incremental: list[float] = []
+    snapshot = fleet.snapshot
+    for index in range(max(repeats, 1)):
+        binding, workload = arrival(fleet, index, seed, NOW)
+        snapshot = with_arrival(snapshot, binding, workload)
+        t0 = time.perf_counter()
+        cycle.arrive(snapshot, binding)
+        incremental.append(time.perf_counter() - t0)
+    pending = sum(1 for d in result.decisions if d.action != Action.PREEMPT)
+    return {
+        "jobs": jobs,
+        "clusters": clusters,
+        "queues": queues,
+        "seed": seed,
+        "pending": pending,
+        "cycle_seconds": _summary(full),
+        "first_cycle_seconds": round(full[0], 4),
+        "incremental_seconds": _summary(incremental),
+        "admitted": sum(1 for d in result.decisions if d.action == Action.ADMIT),
+        "preempted": sum(1 for d in result.decisions if d.action == Action.PREEMPT),
+        "cel_evaluations": result.stats.get("celEvaluations", 0),
+        "setup_seconds": round(setup, 2),
+        "peak_rss_mb": round(_peak_rss_mb(), 1),
+        "python": sys.version.split()[0],
+    }
+
+
+def _summary(values: list[float]) -> dict[str, float]:
+    return {"p50": round(statistics.median(values), 4), "max": round(max(values), 4)}
+
+
+def _peak_rss_mb() -> float:
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / 1024 if sys.platform != "darwin" else peak / 2**20

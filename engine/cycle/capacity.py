@@ -1,0 +1,183 @@
+"""A cluster's free capacity during a cycle: totals per resource and node shape.
+
+Totals are Karmada's estimate: allocatable − allocated − allocating. Node shape comes from the
+cluster's resource models: ``allocatableModelings`` counts nodes per grade, and a node in a grade
+has at least the grade's minimum free of every modelled resource (the first grade's minimum is
+0, as Karmada documents). Pods are placed best-fit onto groups of identical nodes, so later jobs
+in the cycle see what earlier admissions took. Without resource models only totals are checked.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from engine.cycle import vectors
+from engine.cycle.jobs import PodGroup
+from engine.cycle.vectors import Vec
+from engine.fleet.model import ClusterView
+
+
+@dataclass(frozen=True, slots=True)
+class Misfit:
+    short: Vec  # totals missing, per resource (empty when the totals fit)
+    node_pods: int  # pods that found no node with room (0 when the node shape fits)
+    message: str
+
+
+class ClusterState:
+    __slots__ = ("allocatable", "free", "model", "nodes", "version", "view")
+
+    def __init__(self, view: ClusterView) -> None:
+        self.view = view
+        self.allocatable: Vec = vectors.capacity_milli(view.allocatable)
+        self.free: Vec = vectors.capacity_milli(view.free)
+        self.model: tuple[str, ...] = ()
+        # free amounts of the modelled resources (in ``model`` order) → number of such nodes
+        self.nodes: dict[tuple[int, ...], int] | None = None
+        self.version = 0
+        if view.resource_models and view.allocatable_modelings:
+            grades = {m.grade: m for m in view.resource_models}
+            first = min(grades)
+            self.model = tuple(sorted({r for m in view.resource_models for r in m.ranges}))
+            nodes: dict[tuple[int, ...], int] = {}
+            for grade, count in view.allocatable_modelings:
+                model = grades.get(grade)
+                if model is None or count <= 0:
+                    continue
+                floor = {
+                    r: 0 if grade == first else math.floor(lo * 1000)
+                    for r, (lo, _) in model.ranges.items()
+                }
+                shape = tuple(floor.get(r, 0) for r in self.model)
+                nodes[shape] = nodes.get(shape, 0) + count
+            self.nodes = nodes
+
+    @property
+    def name(self) -> str:
+        return self.view.name
+
+    def copy(self) -> ClusterState:
+        other = ClusterState.__new__(ClusterState)
+        other.view, other.allocatable, other.model = self.view, self.allocatable, self.model
+        other.free = dict(self.free)
+        other.nodes = None if self.nodes is None else dict(self.nodes)
+        other.version = self.version
+        return other
+
+    # --- what fits -----------------------------------------------------------------------------
+    def could_ever_hold(self, groups: Sequence[PodGroup]) -> bool:
+        """Whether the gang's totals fit the cluster's allocatable (the cluster empty)."""
+        need = vectors.total((g.requests, g.count) for g in groups)
+        return not vectors.shortfall(need, self.allocatable)
+
+    def misfit(self, groups: Sequence[PodGroup]) -> Misfit | None:
+        """None when every pod of ``groups`` fits now; otherwise what is missing."""
+        need = vectors.total((g.requests, g.count) for g in groups)
+        short = vectors.shortfall(need, self.free)
+        if short:
+            r = min(short)
+            return Misfit(
+                short,
+                0,
+                f"needs {vectors.describe(r, need[r])} {r}, "
+                f"{vectors.describe(r, max(self.free.get(r, 0), 0))} free",
+            )
+        if self.nodes is None:
+            return None
+        left = self._place_nodes(dict(self.nodes), groups)[1]
+        if not left:
+            return None
+        group, missing = left
+        shape = vectors.describe_vec(
+            {r: group.requests[r] for r in self.model if r in group.requests}
+        )
+        return Misfit(
+            {},
+            missing,
+            f"{missing} of {group.count} pods needing {shape} find no node with room "
+            f"({self.nodes_with_room(group.requests)} such nodes free)",
+        )
+
+    def nodes_with_room(self, requests: Mapping[str, int]) -> int:
+        if self.nodes is None:
+            return 0
+        need = self._shape(requests)
+        return sum(count for free, count in self.nodes.items() if _per_node(free, need))
+
+    def max_pods(self, requests: Mapping[str, int]) -> int:
+        """How many pods of this shape fit now (for splitting a resizable job)."""
+        most = min((self.free.get(r, 0) // v for r, v in requests.items() if v > 0), default=10**9)
+        need = self._shape(requests)
+        if self.nodes is not None and any(need):
+            most = min(most, sum(n * _per_node(f, need) for f, n in self.nodes.items()))
+        return max(most, 0)
+
+    # --- changes -------------------------------------------------------------------------------
+    def place(self, groups: Sequence[PodGroup]) -> None:
+        """Take the pods' resources (call after ``misfit`` returned None)."""
+        for g in groups:
+            vectors.add_into(self.free, g.requests, -g.count)
+        if self.nodes is not None:
+            self.nodes = self._place_nodes(self.nodes, groups)[0]
+        self.version += 1
+
+    def reserve(self, groups: Sequence[PodGroup]) -> None:
+        """Take resources of a job admitted but not yet visible in the cluster's status; where
+        its pods do not fit the node model (the model is already stale), take the totals only."""
+        for g in groups:
+            vectors.add_into(self.free, g.requests, -g.count)
+        if self.nodes is not None:
+            self.nodes = self._place_nodes(self.nodes, groups)[0]
+        self.version += 1
+
+    def release(self, groups: Sequence[PodGroup]) -> None:
+        """Give back a victim's pods: totals, and each pod's room as a node of its own shape
+        (where on its node it ran is unknown, so nothing more is assumed)."""
+        for g in groups:
+            vectors.add_into(self.free, g.requests, g.count)
+            if self.nodes is not None:
+                shape = self._shape(g.requests)
+                self.nodes[shape] = self.nodes.get(shape, 0) + g.count
+        self.version += 1
+
+    def _shape(self, requests: Mapping[str, int]) -> tuple[int, ...]:
+        return tuple(requests.get(r, 0) for r in self.model)
+
+    def _place_nodes(
+        self, nodes: dict[tuple[int, ...], int], groups: Sequence[PodGroup]
+    ) -> tuple[dict[tuple[int, ...], int], tuple[PodGroup, int] | None]:
+        """Best-fit, largest pods first, onto groups of identical nodes (changed in place);
+        returns them and, when a pod group did not fit, that group with its pods left over."""
+        shaped = sorted(((self._shape(g.requests), g) for g in groups), key=lambda x: x[0])
+        for need, group in reversed(shaped):
+            if not any(need):
+                continue
+            left = group.count
+            for free in sorted(nodes):  # fullest nodes first (smallest free amounts)
+                per = _per_node(free, need)
+                if per == 0:
+                    continue
+                count = nodes[free]
+                full, rest = divmod(left, per)
+                used = min(full, count)
+                moves = [(used, per)] if used else []
+                if used < count and used == full and rest:
+                    moves.append((1, rest))
+                for n, pods in moves:
+                    nodes[free] -= n
+                    after = tuple(f - pods * q for f, q in zip(free, need, strict=True))
+                    nodes[after] = nodes.get(after, 0) + n
+                    left -= n * pods
+                if not nodes[free]:
+                    del nodes[free]
+                if not left:
+                    break
+            if left:
+                return nodes, (group, left)
+        return nodes, None
+
+
+def _per_node(free: tuple[int, ...], need: tuple[int, ...]) -> int:
+    return min((f // q for f, q in zip(free, need, strict=True) if q > 0), default=0)

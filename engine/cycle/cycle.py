@@ -1,0 +1,297 @@
+"""One scheduling cycle: Snapshot + PolicySet + now → CycleResult. Pure: no I/O, no clock.
+
+The steps, each in its own module:
+ 1. jobs       — managed bindings → pending, admitted (holding quota and capacity), backoff
+ 2. accounting — cluster free capacity (minus in-flight admissions) and queue usage
+ 3. screening  — jobs that cannot be considered (unknown demand, policy errors, bad queue)
+ 4. order      — queue priority tiers, weighted fair share, FIFO within a queue
+ 5. quota      — guarantee, borrowing within limits, max on every ancestor
+ 6. placement  — candidate clusters, gang fit, scores; commit so later jobs see it
+ 7. preemption — victims for a job that quota or capacity keeps out, when its queue allows
+ 8. explain    — a reason for every job not admitted, its position, queue reports
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import Counter, defaultdict
+from typing import Any
+
+from engine.cycle import explain, preemption, vectors
+from engine.cycle.capacity import ClusterState
+from engine.cycle.jobs import AdmittedJob, JobCache, PendingJob, classify, read_job
+from engine.cycle.model import CycleResult, Decision
+from engine.cycle.order import QueueOrder
+from engine.cycle.placement import Placer
+from engine.cycle.quota import QuotaNode, QuotaTree
+from engine.cycle.reasons import NEVER, Reason
+from engine.fleet.model import BindingView, Snapshot
+from engine.policy.model import Strategy
+from engine.policy.policyset import PolicySet
+
+
+def run_cycle(
+    snapshot: Snapshot, policies: PolicySet, now: dt.datetime, cache: JobCache | None = None
+) -> CycleResult:
+    return Cycle(snapshot, policies, now, cache).run()
+
+
+class Cycle:
+    """The working state of one cycle; ``arrive`` continues it for jobs that came later."""
+
+    def __init__(
+        self,
+        snapshot: Snapshot,
+        policies: PolicySet,
+        now: dt.datetime,
+        cache: JobCache | None = None,
+    ) -> None:
+        self.snapshot = snapshot
+        self.policies = policies
+        self.now = now
+        self.cache = cache if cache is not None else JobCache()
+        # 1. jobs
+        # sorted here too, so the result does not depend on the snapshot's order
+        pending, admitted, backoff = classify(snapshot, policies, self.cache, now)
+        self.pending = sorted(pending, key=lambda j: j.ref)
+        self.admitted = sorted(admitted, key=lambda j: j.ref)
+        self.backoff = sorted(backoff, key=lambda b: (b.binding.namespace, b.binding.name))
+        # 2. accounting
+        views = sorted(snapshot.clusters, key=lambda c: c.name)
+        self.clusters = {c.name: ClusterState(c) for c in views}
+        capacity = vectors.total((s.allocatable, 1) for s in self.clusters.values() if s.view.ready)
+        self.quota = QuotaTree(policies.queues, capacity)
+        for job in self.admitted:
+            leaf = self.quota.node(job.mapped.queue)
+            if leaf is not None:
+                self.quota.add(leaf, job.demand)
+            for name in job.in_flight:
+                if name in self.clusters:
+                    self.clusters[name].reserve(job.pods[name])
+        self.placer = Placer(snapshot, policies, self.clusters, now, self._queue_values)
+        self.decisions: list[Decision] = []
+        # queue → (binding ref, order key) of every job that keeps its place in the queue
+        self.waiting: dict[str, list[tuple[str, tuple[Any, ...]]]] = defaultdict(list)
+        self.admitted_count: Counter[str] = Counter(
+            j.mapped.queue for j in self.admitted if self.quota.node(j.mapped.queue)
+        )
+        self.taken: set[str] = set()
+        self.by_queue: dict[str, list[AdmittedJob]] = defaultdict(list)
+        for job in sorted(self.admitted, key=preemption.victim_order):
+            self.by_queue[job.mapped.queue].append(job)
+        self.no_victims: set[tuple[Any, ...]] = set()
+        self.pools: dict[tuple[Any, ...], preemption.VictimPool] = {}
+        self.searched: set[str] = set()  # queues that had their preemption search this cycle
+        self.blocked: dict[str, PendingJob] = {}  # StrictFIFO leaf → its blocked head
+        self.order: QueueOrder | None = None
+
+    def run(self) -> CycleResult:
+        # 3. screening
+        by_leaf: dict[str, list[PendingJob]] = defaultdict(list)
+        for job in self.pending:
+            problem = self._screen(job)
+            if problem is None:
+                by_leaf[job.mapped.queue].append(job)
+            else:
+                self._decide(job, *problem)
+        # 4. order
+        fair = self.policies.scheduling.fair_sharing
+        self.order = QueueOrder(
+            self.quota,
+            by_leaf,
+            fair_sharing=fair.enabled,
+            resources=fair.resources or self.quota.resources,
+        )
+        while (pick := self.order.next()) is not None:
+            leaf_name, job = pick
+            # 5.–7. quota, placement, preemption
+            admitted = self._consider(job, self.quota.nodes[leaf_name])
+            if admitted or self.decisions[-1].reason in NEVER or not self._strict(leaf_name):
+                self.order.advance(leaf_name)
+                continue
+            self.blocked[leaf_name] = job
+            for behind in self.order.block(leaf_name):
+                self._block(behind, job)
+        return self.result()
+
+    def result(self) -> CycleResult:
+        # 8. explain
+        waiting = {queue: list(jobs) for queue, jobs in self.waiting.items()}
+        for item in self.backoff:
+            if item.mapped is not None:
+                waiting.setdefault(item.mapped.queue, []).append(explain.backoff_place(item))
+        decisions = [explain.for_backoff(b) for b in self.backoff] + self.decisions
+        decisions = explain.with_positions(decisions, waiting)
+        reports = explain.queue_reports(
+            self.quota,
+            self.order or QueueOrder(self.quota, {}, fair_sharing=False, resources=()),
+            self.admitted_count,
+            {k: len(v) for k, v in self.waiting.items()},
+        )
+        stats = {
+            "pending": len(self.pending),
+            "admitted": sum(1 for d in self.decisions if d.reason == Reason.ADMITTED),
+            "celEvaluations": self.placer.memo.misses,
+        }
+        return CycleResult(self.policies.version, self.now, tuple(decisions), reports, stats)
+
+    def arrive(self, snapshot: Snapshot, binding: BindingView) -> Decision | None:
+        """Decide a job that arrived after ``run``, against the state the cycle ended in.
+
+        Equivalent to a full cycle when nothing but arrivals changed: within and between such
+        cycles capacity and quota only shrink, so every job that waited still waits.
+        """
+        job = read_job(snapshot, self.policies, self.cache, self.now, binding)
+        if not isinstance(job, PendingJob):
+            return None
+        self.snapshot = self.placer.snapshot = snapshot
+        problem = self._screen(job)
+        if problem is not None:
+            self._decide(job, *problem)
+        elif job.mapped.queue in self.blocked:
+            self._block(job, self.blocked[job.mapped.queue])
+        else:
+            self._consider(job, self.quota.nodes[job.mapped.queue])
+        decision = explain.with_positions(self.decisions[-1:], self.waiting)[0]
+        self.decisions[-1] = decision
+        return decision
+
+    # --- steps -----------------------------------------------------------------------------
+    def _screen(self, job: PendingJob) -> tuple[Reason, str] | None:
+        if job.problem is not None:
+            return job.problem
+        name = job.mapped.queue
+        node = self.quota.node(name)
+        if node is None:
+            return Reason.QUEUE_NOT_FOUND, f"queue {name!r} is not defined"
+        if node.children:
+            children = ", ".join(c.name for c in node.children)
+            return Reason.QUEUE_NOT_LEAF, f"queue {name} has child queues ({children})"
+        return None
+
+    def _consider(self, job: PendingJob, leaf: QuotaNode) -> bool:
+        miss = self.quota.check(leaf, job.demand)
+        if miss is not None:
+            if miss.reason not in NEVER and self._preempt(job, leaf, miss.message):
+                return False
+            self._decide(job, miss.reason, miss.message)
+            return False
+        splittable = job.mapped.allow_split and job.workload is not None
+        placed = self.placer.place(job, splittable)
+        if placed.reason is None:
+            for name, groups in placed.assignments:
+                self.clusters[name].place(groups)
+            self.quota.add(leaf, job.demand)
+            self.admitted_count[leaf.name] += 1
+            self._decide(job, Reason.ADMITTED, placed.message, assignments=placed.assignments)
+            if self.order is not None:
+                self.order.usage_changed(leaf.name)
+            return True
+        if placed.reason == Reason.NO_CLUSTER_FITS and self._preempt(job, leaf, placed.message):
+            return False
+        self._decide(job, placed.reason, placed.message, cluster_reasons=placed.cluster_reasons)
+        return False
+
+    def _preempt(self, job: PendingJob, leaf: QuotaNode, why: str) -> bool:
+        """Search victims for ``job``: at most once per queue per cycle, for the first job of
+        the queue (in queue order) that has candidates — Kueue likewise tries one head per
+        ClusterQueue per cycle. The next cycle tries the next job."""
+        if leaf.name in self.searched:
+            return False
+        pods = tuple((tuple(sorted(g.requests.items())), g.count) for g in job.pods)
+        shape = (leaf.name, job.mapped.priority, pods)
+        if shape in self.no_victims:
+            return False
+        needs = tuple(r for r in self.quota.resources if job.demand.get(r, 0))
+        within = self.quota.within_guarantee(leaf, job.demand)
+        pool_key = (leaf.name, job.mapped.priority, needs, within, len(self.taken))
+        pool = self.pools.get(pool_key)
+        if pool is None:
+            pool = preemption.VictimPool.of(
+                *preemption.candidates(
+                    job, leaf, self.quota, self.policies, self.by_queue, self.taken
+                )
+            )
+            self.pools[pool_key] = pool
+        if not pool.victims:
+            self.no_victims.add(shape)
+            return False
+        key = self.placer.job_projector.key(self.placer.job_variables(job))
+        targets = [
+            n
+            for n in self.placer.candidates(job, key).names
+            if pool.may_fit(job, self.clusters[n]) and self.clusters[n].could_ever_hold(job.pods)
+        ]
+        if not targets:
+            self.no_victims.add(shape)
+            return False
+        self.searched.add(leaf.name)
+        victims, reclaimers = pool.victims, pool.reclaimers
+        chosen = preemption.choose(
+            job, leaf, self.quota, self.clusters, targets, victims, reclaimers
+        )
+        if chosen is None:
+            self.no_victims.add(shape)
+            return False
+        self.taken.update(v.ref for v in chosen.victims)
+        # Hold the preemptor's quota for the rest of the cycle, as if the victims had gone and
+        # it had been admitted; the victims' capacity stays taken until they terminate.
+        for victim in chosen.victims:
+            owner = self.quota.node(victim.mapped.queue)
+            if owner is not None:
+                self.quota.remove(owner, victim.demand)
+                if self.order is not None and owner.name != leaf.name:
+                    self.order.usage_changed(owner.name)
+        self.quota.add(leaf, job.demand)
+        # On the nominated cluster, what the victims do not free is taken from what is free now.
+        state = self.clusters[chosen.cluster]
+        freed = vectors.total((v.usage.get(chosen.cluster, {}), 1) for v in chosen.victims)
+        for r, need in job.demand.items():
+            state.free[r] = state.free.get(r, 0) - max(0, need - freed.get(r, 0))
+        state.version += 1
+        names = ", ".join(v.ref for v in chosen.victims)
+        self._decide(
+            job,
+            Reason.PREEMPTING,
+            f"{why}; preempting {names} makes room on {chosen.cluster}",
+            assignments=((chosen.cluster, job.pods),),
+            victims=chosen.victims,
+        )
+        for victim in chosen.victims:
+            self.decisions.append(explain.for_victim(victim, job, victim.ref in chosen.reclaim))
+        return True
+
+    def _block(self, job: PendingJob, head: PendingJob) -> None:
+        self._decide(
+            job,
+            Reason.BLOCKED_BY_HEAD,
+            f"StrictFIFO queue {head.mapped.queue}: waits behind its head {head.ref}",
+        )
+
+    def _strict(self, leaf: str) -> bool:
+        queue = self.policies.queue(leaf)
+        return queue is not None and queue.strategy == Strategy.STRICT_FIFO
+
+    def _decide(self, job: PendingJob, reason: Reason, message: str, **extra: Any) -> None:
+        decision = explain.for_job(job, reason, message, **extra)
+        self.decisions.append(decision)
+        if reason != Reason.ADMITTED and reason not in NEVER:
+            self.waiting[job.mapped.queue].append((job.ref, job.order_key))
+
+    def _queue_values(self, name: str) -> dict[str, Any]:
+        queue = self.policies.queue(name)
+        node = self.quota.node(name)
+        if queue is None or node is None:
+            return {"name": name, "parent": "", "priority": 0, "weight": 0.0}
+        return {
+            "name": name,
+            "parent": queue.parent or "",
+            "priority": queue.priority,
+            "weight": float(queue.weight),
+            "guarantee": {k: float(v) for k, v in queue.guarantee.items()},
+            "max": {k: float(v) for k, v in queue.max.items()},
+            "usage": {k: v / 1000 for k, v in node.total.items()},
+        }
+
+
+__all__ = ["AdmittedJob", "Cycle", "run_cycle"]

@@ -1,0 +1,151 @@
+"""Decisions and queue reports: turning the cycle's outcome into values with reasons."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+from engine import annotations as ann
+from engine.cycle.jobs import (
+    EPOCH,
+    AdmittedJob,
+    Backoff,
+    PendingJob,
+    binding_ref,
+    workload_ref,
+)
+from engine.cycle.model import ClusterAssignment, Decision, QueueReport
+from engine.cycle.order import QueueOrder
+from engine.cycle.placement import Assignment
+from engine.cycle.quota import ROOT, QuotaNode, QuotaTree
+from engine.cycle.reasons import NEVER, Action, Reason
+
+
+def for_job(
+    job: PendingJob,
+    reason: Reason,
+    message: str,
+    *,
+    assignments: Sequence[Assignment] = (),
+    cluster_reasons: Iterable[tuple[str, str]] = (),
+    victims: Sequence[AdmittedJob] = (),
+) -> Decision:
+    if reason == Reason.ADMITTED:
+        action = Action.ADMIT
+    elif reason in NEVER:
+        action = Action.REJECT
+    else:
+        action = Action.PENDING
+    return Decision(
+        binding=job.ref,
+        workload=workload_ref(job.binding, job.workload),
+        queue=job.mapped.queue,
+        tenant=job.mapped.tenant,
+        priority=job.mapped.priority,
+        action=action,
+        reason=reason,
+        message=message,
+        clusters=tuple(
+            ClusterAssignment(name, sum(g.count for g in groups)) for name, groups in assignments
+        ),
+        cluster_reasons=tuple(cluster_reasons),
+        victims=tuple(v.ref for v in victims),
+    )
+
+
+def for_victim(victim: AdmittedJob, preemptor: PendingJob, reclaim: bool) -> Decision:
+    why = (
+        f"queue {victim.mapped.queue} borrows above its guarantee; queue "
+        f"{preemptor.mapped.queue} reclaims it for {preemptor.ref}"
+        if reclaim
+        else f"priority {victim.mapped.priority} is below {preemptor.ref}'s "
+        f"{preemptor.mapped.priority} in queue {victim.mapped.queue}"
+    )
+    return Decision(
+        binding=victim.ref,
+        workload=workload_ref(victim.binding, None),
+        queue=victim.mapped.queue,
+        tenant=victim.mapped.tenant,
+        priority=victim.mapped.priority,
+        action=Action.PREEMPT,
+        reason=Reason.PREEMPTED,
+        message=why,
+        clusters=tuple(ClusterAssignment(name, 0) for name in sorted(victim.usage)),
+        preemptor=preemptor.ref,
+    )
+
+
+def for_backoff(item: Backoff) -> Decision:
+    attempts = item.binding.annotations.get(ann.ATTEMPTS, "?")
+    mapped = item.mapped
+    return Decision(
+        binding=binding_ref(item.binding),
+        workload=workload_ref(item.binding, None),
+        queue=mapped.queue if mapped else "",
+        tenant=mapped.tenant if mapped else "",
+        priority=mapped.priority if mapped else 0,
+        action=Action.PENDING,
+        reason=Reason.BACKOFF,
+        message=f"requeued after attempt {attempts}; not considered before "
+        f"{ann.format_time(item.until)}",
+    )
+
+
+def backoff_place(item: Backoff) -> tuple[str, tuple[Any, ...]]:
+    """A job in backoff keeps its place in its queue, by the same order key as the others."""
+    queued = ann.parse_time(item.binding.annotations.get(ann.QUEUED_AT, ""))
+    when = queued or item.binding.created_at or EPOCH
+    priority = item.mapped.priority if item.mapped else 0
+    ref = binding_ref(item.binding)
+    return ref, (-priority, when, item.binding.uid or ref)
+
+
+def with_positions(
+    decisions: Sequence[Decision], waiting: Mapping[str, Sequence[tuple[str, tuple[Any, ...]]]]
+) -> list[Decision]:
+    """Give each waiting job its 1-based place among its queue's jobs still waiting (the
+    queue order: priority, enqueue time, uid)."""
+    position = {
+        ref: i
+        for jobs in waiting.values()
+        for i, (ref, _) in enumerate(sorted(jobs, key=lambda j: j[1]), start=1)
+    }
+    return [
+        dataclasses.replace(d, position=position[d.binding]) if d.binding in position else d
+        for d in decisions
+    ]
+
+
+def queue_reports(
+    quota: QuotaTree,
+    order: QueueOrder,
+    admitted: Mapping[str, int],
+    waiting: Mapping[str, int],
+) -> tuple[QueueReport, ...]:
+    reports = []
+    for name in sorted(quota.nodes):
+        if name == ROOT:
+            continue
+        node = quota.nodes[name]
+        subtree = [n.name for n in _descendants(node)]
+        borrowed, _ = order.shares(node, {})
+        reports.append(
+            QueueReport(
+                name=name,
+                parent=node.parent.name if node.parent else "",
+                usage={k: v for k, v in node.total.items() if v},
+                guarantee={k: v for k, v in node.guarantee.items() if v},
+                max=dict(node.max),
+                share=borrowed,
+                admitted=sum(admitted.get(n, 0) for n in subtree),
+                pending=sum(waiting.get(n, 0) for n in subtree),
+            )
+        )
+    return tuple(reports)
+
+
+def _descendants(node: QuotaNode) -> Iterator[QuotaNode]:
+    yield node
+    for child in node.children:
+        yield from _descendants(child)

@@ -1,0 +1,407 @@
+"""The cycle's view of each managed binding: pending jobs to order and place, admitted jobs that
+hold quota and capacity.
+
+A job's queue, tenant, priority and gang settings come from the SchedulingPolicy's CEL, once per
+(binding uid, generation, policy version): ``JobCache`` keeps them between cycles.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine import annotations as ann
+from engine.cycle import vectors
+from engine.cycle.reasons import Reason
+from engine.cycle.vectors import Vec
+from engine.fleet.model import BindingView, Snapshot
+from engine.policy import cel
+from engine.policy.memo import MemoEvaluator
+from engine.policy.model import AdmitOn, SchedulingPolicy
+from engine.policy.policyset import PolicySet
+from engine.resources import PODS, Resources
+from engine.workloads.model import Role, Workload
+
+EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+POD = {PODS: 1000}
+
+
+@dataclass(frozen=True, slots=True)
+class PodGroup:
+    requests: Vec  # per pod, milli-units, including pods: 1000
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class Mapped:
+    """What the SchedulingPolicy says about one job."""
+
+    queue: str
+    tenant: str
+    priority: int
+    min_member: int
+    allow_split: bool
+    error: str = ""  # "spec.<field>: <CEL error>" when an expression failed
+
+
+@dataclass(frozen=True, slots=True)
+class PendingJob:
+    binding: BindingView
+    workload: Workload | None
+    mapped: Mapped
+    enqueued_at: dt.datetime
+    pods: tuple[PodGroup, ...]  # what must be placed: the whole gang or its minimum
+    demand: Vec  # the sum of pods
+    problem: tuple[Reason, str] | None  # why it cannot even be considered
+    values: Mapping[str, Any] = field(repr=False, compare=False)  # the CEL `job` variable
+    ref: str = ""  # namespace/name of the binding
+    # Within a queue: higher priority first, then earlier enqueue time, then uid.
+    order_key: tuple[int, dt.datetime, str] = (0, EPOCH, "")
+
+
+@dataclass(frozen=True, slots=True)
+class AdmittedJob:
+    binding: BindingView
+    mapped: Mapped
+    admitted_at: dt.datetime
+    usage: Mapping[str, Vec]  # cluster → what the job holds there
+    pods: Mapping[str, tuple[PodGroup, ...]]  # cluster → its pods there
+    in_flight: frozenset[str]  # clusters whose status does not show the job yet
+    ref: str = ""
+    demand: Vec = field(default_factory=dict)  # the sum over clusters
+
+
+@dataclass(frozen=True, slots=True)
+class Backoff:
+    binding: BindingView
+    mapped: Mapped | None
+    until: dt.datetime
+
+
+def binding_ref(binding: BindingView) -> str:
+    return f"{binding.namespace}/{binding.name}" if binding.namespace else binding.name
+
+
+def workload_ref(binding: BindingView, workload: Workload | None) -> str:
+    if workload is not None:
+        return workload.ref
+    r = binding.resource
+    return f"{r.kind}/{r.namespace}/{r.name}" if r.namespace else f"{r.kind}/{r.name}"
+
+
+class JobCache:
+    """Mapping results kept between cycles, bounded; keyed by binding uid, generation, version."""
+
+    def __init__(self, max_entries: int = 500_000) -> None:
+        self._entries: dict[tuple[Any, ...], Mapped] = {}
+        self.max_entries = max_entries
+        self._evaluators: dict[str, tuple[MemoEvaluator, MemoEvaluator]] = {}
+
+    def evaluators(self, policies: PolicySet) -> tuple[MemoEvaluator, MemoEvaluator]:
+        found = self._evaluators.get(policies.version)
+        if found is None:
+            s = policies.scheduling
+            first = MemoEvaluator([s.queue.program], cel.MAPPING_VARS)
+            rest = [s.tenant, s.priority, s.gang.min_member, s.gang.allow_split]
+            found = (first, MemoEvaluator([e.program for e in rest], cel.MAPPING_VARS))
+            self._evaluators = {policies.version: found}
+        return found
+
+    def get(self, key: tuple[Any, ...]) -> Mapped | None:
+        return self._entries.get(key)
+
+    def put(self, key: tuple[Any, ...], value: Mapped) -> None:
+        if len(self._entries) >= self.max_entries:
+            self._entries.clear()
+        self._entries[key] = value
+
+
+def map_job(
+    policies: PolicySet,
+    cache: JobCache,
+    binding: BindingView,
+    values: JobValues,
+    priority_value: int,
+    now: dt.datetime,
+) -> Mapped:
+    key = (binding.uid, binding.name, binding.generation, policies.version, priority_value)
+    found = cache.get(key)
+    if found is not None:
+        return found
+    first, rest = cache.evaluators(policies)
+    s = policies.scheduling
+    variables = {"job": values, "now": now}
+    (queue,) = first.evaluate(variables)
+    if isinstance(queue, cel.CelError):
+        mapped = Mapped("", "", priority_value, 0, False, f"{s.queue.path}: {queue}")
+    else:
+        values.queue = queue
+        results = rest.evaluate(variables)
+        paths = [s.tenant.path, s.priority.path, s.gang.min_member.path, s.gang.allow_split.path]
+        error = next((f"{p}: {r}" for p, r in zip(paths, results, strict=True) if _failed(r)), "")
+        tenant, priority, min_member, allow_split = results
+        mapped = (
+            Mapped(queue, "", priority_value, 0, False, error)
+            if error
+            else Mapped(queue, tenant, priority, min_member, bool(allow_split))
+        )
+    cache.put(key, mapped)
+    return mapped
+
+
+def _failed(result: Any) -> bool:
+    return isinstance(result, cel.CelError)
+
+
+class JobValues(Mapping[str, Any]):
+    """The CEL ``job`` variable of a workload, built field by field as expressions read it."""
+
+    __slots__ = ("_cache", "priority", "queue", "tenant", "workload")
+
+    def __init__(self, workload: Workload, priority: int) -> None:
+        self.workload = workload
+        self.priority = priority
+        self.queue = ""
+        self.tenant = ""
+        self._cache: dict[str, Any] = {}
+
+    _KEYS = (
+        "apiVersion",
+        "kind",
+        "namespace",
+        "name",
+        "uid",
+        "labels",
+        "annotations",
+        "queue",
+        "specQueue",
+        "tenant",
+        "priority",
+        "priorityClassName",
+        "components",
+        "total",
+        "minMember",
+        "resizable",
+        "createdAt",
+        "object",
+    )
+
+    def __getitem__(self, key: str) -> Any:
+        w = self.workload
+        match key:
+            case "apiVersion":
+                return w.api_version
+            case "kind":
+                return w.kind
+            case "namespace":
+                return w.namespace
+            case "name":
+                return w.name
+            case "uid":
+                return w.uid
+            case "labels":
+                return w.labels
+            case "annotations":
+                return w.annotations
+            case "queue":
+                return self.queue
+            case "specQueue":
+                return w.queue or ""
+            case "tenant":
+                return self.tenant
+            case "priority":
+                return self.priority
+            case "priorityClassName":
+                return w.priority_class_name or ""
+            case "minMember":
+                return w.min_member
+            case "resizable":
+                return w.resizable
+            case "createdAt":
+                return w.created_at or EPOCH
+            case "object":
+                return {}
+            case "components" | "total":
+                if key not in self._cache:
+                    self._cache["total"] = w.total.to_floats()
+                    self._cache["components"] = [
+                        {"name": r.name, "replicas": r.replicas, "requests": r.requests.to_floats()}
+                        for r in w.roles
+                    ]
+                return self._cache[key]
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._KEYS)
+
+    def __len__(self) -> int:
+        return len(self._KEYS)
+
+
+def pod_groups(roles: tuple[Role, ...]) -> tuple[PodGroup, ...]:
+    return tuple(PodGroup(_pod_vector(r.requests), r.replicas) for r in roles if r.replicas > 0)
+
+
+_POD_VECTORS: dict[int, tuple[Resources, Vec]] = {}
+
+
+def _pod_vector(requests: Resources) -> Vec:
+    """Per-pod milli vector, cached by the identity of the (immutable) Resources object; the
+    entry keeps that object alive, so its id cannot be reused while cached."""
+    found = _POD_VECTORS.get(id(requests))
+    if found is None or found[0] is not requests:
+        if len(_POD_VECTORS) > 200_000:
+            _POD_VECTORS.clear()
+        found = (requests, vectors.add(vectors.request_milli(requests), POD))
+        _POD_VECTORS[id(requests)] = found
+    return found[1]
+
+
+def gang_pods(
+    workload: Workload, policy: SchedulingPolicy, min_member: int
+) -> tuple[PodGroup, ...]:
+    """The pods admission must find room for: all of them, or (admitOn: MinMember) the gang
+    minimum — each role's own minimum first, then the rest taken from roles in order."""
+    groups = pod_groups(workload.roles)
+    if policy.gang.admit_on == AdmitOn.ALL or min_member >= workload.pods:
+        return groups
+    counts = [min(r.min_available or 0, r.replicas) for r in workload.roles if r.replicas > 0]
+    remaining = max(min_member, 1) - sum(counts)
+    for i, group in enumerate(groups):
+        extra = min(max(remaining, 0), group.count - counts[i])
+        counts[i] += extra
+        remaining -= extra
+    return tuple(PodGroup(g.requests, c) for g, c in zip(groups, counts, strict=True) if c > 0)
+
+
+def classify(
+    snapshot: Snapshot,
+    policies: PolicySet,
+    cache: JobCache,
+    now: dt.datetime,
+) -> tuple[list[PendingJob], list[AdmittedJob], list[Backoff]]:
+    """Split the managed bindings: pending (to schedule), admitted (holding resources), backoff.
+
+    Bindings fleetgate does not manage are left out. An admitted job whose clusters all report it
+    finished holds nothing and is left out too.
+    """
+    pending: list[PendingJob] = []
+    admitted: list[AdmittedJob] = []
+    backoff: list[Backoff] = []
+    for binding in snapshot.bindings:
+        job = read_job(snapshot, policies, cache, now, binding)
+        if isinstance(job, PendingJob):
+            pending.append(job)
+        elif isinstance(job, AdmittedJob):
+            admitted.append(job)
+        elif isinstance(job, Backoff):
+            backoff.append(job)
+    return pending, admitted, backoff
+
+
+def read_job(
+    snapshot: Snapshot,
+    policies: PolicySet,
+    cache: JobCache,
+    now: dt.datetime,
+    binding: BindingView,
+) -> PendingJob | AdmittedJob | Backoff | None:
+    if binding.labels.get(ann.MANAGED) != "true":
+        return None
+    workload = snapshot.workload_for(binding)
+    priority_value = snapshot.priority_value(workload.priority_class_name if workload else None)
+    mapped: Mapped | None = None
+    values: JobValues | None = None
+    if workload is not None and priority_value is not None:
+        values = JobValues(workload, priority_value)
+        mapped = map_job(policies, cache, binding, values, priority_value, now)
+        values.queue, values.tenant, values.priority = mapped.queue, mapped.tenant, mapped.priority
+    if _is_admitted(binding):
+        if workload is None or mapped is None or len(binding.finished) >= len(binding.clusters):
+            return None
+        ttl = dt.timedelta(seconds=policies.scheduling.requeue.startup_timeout)
+        return _admitted(binding, workload, mapped, now, ttl)
+    until = ann.parse_time(binding.annotations.get(ann.BACKOFF_UNTIL, ""))
+    if until is not None and until > now:
+        return Backoff(binding, mapped, until)
+    return _pending(snapshot, policies, binding, workload, mapped, values)
+
+
+def _is_admitted(binding: BindingView) -> bool:
+    if not binding.clusters or ann.READMIT in binding.annotations:
+        return False
+    return ann.ADMITTED_AT in binding.annotations or not binding.suspended_scheduling
+
+
+def _pending(
+    snapshot: Snapshot,
+    policies: PolicySet,
+    binding: BindingView,
+    workload: Workload | None,
+    mapped: Mapped | None,
+    values: JobValues | None,
+) -> PendingJob:
+    enqueued = (
+        ann.parse_time(binding.annotations.get(ann.QUEUED_AT, ""))
+        or binding.created_at
+        or (workload.created_at if workload else None)
+        or EPOCH
+    )
+    problem: tuple[Reason, str] | None = None
+    pods: tuple[PodGroup, ...] = ()
+    if workload is None:
+        issues = snapshot.issues_for(binding.ref)
+        detail = issues[0].message if issues else "the template is not in the snapshot"
+        problem = (Reason.UNKNOWN_DEMAND, detail)
+    elif mapped is None:
+        problem = (
+            Reason.UNKNOWN_PRIORITY_CLASS,
+            f"PriorityClass {workload.priority_class_name!r} does not exist",
+        )
+    elif mapped.error:
+        problem = (Reason.POLICY_EVAL_ERROR, mapped.error)
+    else:
+        pods = gang_pods(workload, policies.scheduling, mapped.min_member)
+    mapped = mapped or Mapped("", "", 0, 0, False)
+    ref = binding_ref(binding)
+    return PendingJob(
+        binding=binding,
+        workload=workload,
+        mapped=mapped,
+        enqueued_at=enqueued,
+        pods=pods,
+        demand=vectors.total((g.requests, g.count) for g in pods),
+        problem=problem,
+        values=values if values is not None else {},
+        ref=ref,
+        order_key=(-mapped.priority, enqueued, binding.uid or ref),
+    )
+
+
+def _admitted(
+    binding: BindingView,
+    workload: Workload,
+    mapped: Mapped,
+    now: dt.datetime,
+    ttl: dt.timedelta,
+) -> AdmittedJob:
+    admitted_at = ann.parse_time(binding.annotations.get(ann.ADMITTED_AT, "")) or (
+        binding.created_at or EPOCH
+    )
+    groups = pod_groups(workload.roles)
+    split = workload.resizable and len(groups) == 1 and any(n for _, n in binding.clusters)
+    pods: dict[str, tuple[PodGroup, ...]] = {}
+    for name, replicas in binding.clusters:
+        if name in binding.finished:
+            continue
+        pods[name] = (PodGroup(groups[0].requests, replicas),) if split else groups
+    usage = {name: vectors.total((g.requests, g.count) for g in gs) for name, gs in pods.items()}
+    in_flight = frozenset(
+        name for name in pods if not binding.applied.get(name) and now < admitted_at + ttl
+    )
+    demand = vectors.total((u, 1) for u in usage.values())
+    return AdmittedJob(
+        binding, mapped, admitted_at, usage, pods, in_flight, binding_ref(binding), demand
+    )

@@ -1,0 +1,98 @@
+"""The values a cycle returns: one Decision per pending job and per victim, a report per queue."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.annotations import format_time
+from engine.cycle import vectors
+from engine.cycle.reasons import Action, Reason
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterAssignment:
+    name: str
+    replicas: int  # pods placed on the cluster (the whole gang for a one-cluster job)
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    binding: str  # namespace/name of the ResourceBinding (name alone when cluster-scoped)
+    workload: str  # Kind/namespace/name of the job template
+    queue: str
+    tenant: str
+    priority: int
+    action: Action
+    reason: Reason
+    message: str
+    clusters: tuple[ClusterAssignment, ...] = ()
+    position: int | None = None  # 1-based place among its queue's pending jobs
+    cluster_reasons: tuple[tuple[str, str], ...] = ()  # (cluster, why it was not chosen)
+    victims: tuple[str, ...] = ()  # bindings a Preempting job waits for
+    preemptor: str = ""  # the binding a Preempt decision makes room for
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "binding": self.binding,
+            "workload": self.workload,
+            "queue": self.queue,
+            "tenant": self.tenant,
+            "priority": self.priority,
+            "action": str(self.action),
+            "clusters": [{"name": c.name, "replicas": c.replicas} for c in self.clusters],
+            "reason": str(self.reason),
+            "message": self.message,
+            "position": self.position,
+            "clusterReasons": dict(self.cluster_reasons),
+        }
+        if self.victims:
+            out["victims"] = list(self.victims)
+        if self.preemptor:
+            out["preemptor"] = self.preemptor
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class QueueReport:
+    name: str
+    parent: str
+    usage: vectors.Vec  # after this cycle's admissions, the queue's whole subtree
+    guarantee: vectors.Vec
+    max: vectors.Vec
+    share: float  # weighted dominant share of borrowed resources after the cycle
+    admitted: int  # jobs running or admitted in the subtree after the cycle
+    pending: int  # jobs still waiting in the subtree after the cycle
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "parent": self.parent or None,
+            "usage": vectors.to_json(self.usage),
+            "guarantee": vectors.to_json(self.guarantee),
+            "max": vectors.to_json(self.max),
+            "share": round(self.share, 6),
+            "admitted": self.admitted,
+            "pending": self.pending,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class CycleResult:
+    policy_version: str
+    now: dt.datetime
+    decisions: tuple[Decision, ...]  # in the order the cycle made them
+    queues: tuple[QueueReport, ...]  # sorted by name
+    stats: dict[str, int] = field(default_factory=dict)
+
+    def decision(self, binding: str) -> Decision | None:
+        return next((d for d in self.decisions if d.binding == binding), None)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "policyVersion": self.policy_version,
+            "now": format_time(self.now),
+            "decisions": [d.to_json() for d in self.decisions],
+            "queues": [q.to_json() for q in self.queues],
+        }

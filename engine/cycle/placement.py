@@ -1,0 +1,339 @@
+"""Where a job can run: candidate clusters, fit, and the choice among those that fit.
+
+Candidates, each check naming the first one a cluster fails (the per-cluster reasons):
+excluded after a failure, not Ready, kind not served (apiEnablements), the binding's placement
+(cluster affinity from its PropagationPolicy; with ordered ``clusterAffinities`` any group may
+be used, earlier groups preferred), untolerated taints, then the SchedulingPolicy's CEL filters.
+The static part is cached per (placement, kind, exclusions, what the filters read of the job).
+
+A job that may not span clusters fits one cluster whole (totals and node shape). A splittable
+job (one pod shape, ``allowSplit``) goes whole to one cluster when one fits, else its pods are
+divided: greedily in score order (BinPack) or in proportion to room (Spread).
+The score is the sum of the weighted CEL scores plus the strategy's term: BinPack prefers the
+cluster left fullest in the job's dominant resource, Spread the emptiest.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from engine import annotations as ann
+from engine.cycle import vectors
+from engine.cycle.capacity import ClusterState
+from engine.cycle.jobs import PendingJob, PodGroup
+from engine.cycle.reasons import Reason
+from engine.fleet.affinity import untolerated
+from engine.fleet.model import PlacementView, Snapshot, affinity_allows
+from engine.policy import cel
+from engine.policy.access import Projector
+from engine.policy.memo import MemoEvaluator
+from engine.policy.model import PlacementStrategy
+from engine.policy.policyset import PolicySet
+
+JOB_SIDE = frozenset({"job", "queue", "now"})
+Assignment = tuple[str, tuple[PodGroup, ...]]
+
+
+@dataclass(frozen=True, slots=True)
+class PlaceResult:
+    assignments: tuple[Assignment, ...]  # empty when the job was not placed
+    reason: Reason | None
+    message: str
+    cluster_reasons: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Candidates:
+    names: tuple[str, ...]  # passing every static check and filter, preferred first
+    preference: Mapping[str, int]  # affinity group index per candidate (0 best)
+    reasons: Mapping[str, str]  # why each other cluster is out
+    error: str  # a filter's CEL error, when one failed
+    later: tuple[str, ...] = ()  # out only for now (not Ready, excluded for a while)
+
+
+class Placer:
+    def __init__(
+        self,
+        snapshot: Snapshot,
+        policies: PolicySet,
+        clusters: Mapping[str, ClusterState],
+        now: dt.datetime,
+        queue_values: Callable[[str], Mapping[str, Any]],
+    ) -> None:
+        self.snapshot = snapshot
+        self.clusters = clusters
+        self.now = now
+        self.queue_values = queue_values
+        placement = policies.scheduling.placement
+        self.strategy = placement.strategy
+        self.filters = placement.filters
+        self.scores = placement.scores
+        programs = [f.expression.program for f in self.filters] + [
+            s.expression.program for s in self.scores
+        ]
+        self.memo = MemoEvaluator(programs, cel.PLACEMENT_VARS, max_entries=500_000)
+        paths = [p for program in programs for p in program.accesses]
+        self.job_projector = Projector(p for p in paths if p[0] in JOB_SIDE)
+        self.cluster_projector = Projector(p for p in paths if p[0] == "cluster")
+        self.reads_queue = any(p[0] == "queue" for p in paths)
+        self._cluster_keys: dict[str, tuple[int, Any, Mapping[str, Any]]] = {}
+        self._static: dict[Any, Candidates] = {}
+        self._failures: dict[Any, PlaceResult] = {}
+
+    # --- candidates ----------------------------------------------------------------------------
+    def job_variables(self, job: PendingJob) -> dict[str, Any]:
+        values: dict[str, Any] = {"job": job.values, "now": self.now}
+        if self.reads_queue:
+            values["queue"] = self.queue_values(job.mapped.queue)
+        return values
+
+    def candidates(self, job: PendingJob, job_key: Any) -> Candidates:
+        placement = self._placement(job)
+        exclusions = job.binding.annotations.get(ann.EXCLUDED_CLUSTERS, "")
+        resource = job.binding.resource
+        static_key = (placement, resource.api_version, resource.kind, exclusions, job_key)
+        found = self._static.get(static_key)
+        if found is None or self._reads_cluster_state():
+            found = self._candidates(job, placement, exclusions, job_key)
+            self._static[static_key] = found
+        return found
+
+    def _reads_cluster_state(self) -> bool:
+        return any(p[:2] == ("cluster", "free") for p in self.cluster_projector.paths)
+
+    def _placement(self, job: PendingJob) -> PlacementView | None:
+        if job.binding.placement is not None:
+            return job.binding.placement
+        policy = self.snapshot.policy_for(job.binding)
+        return policy.placement if policy is not None else None
+
+    def _candidates(
+        self, job: PendingJob, placement: PlacementView | None, exclusions: str, job_key: Any
+    ) -> Candidates:
+        excluded = ann.parse_exclusions(exclusions)
+        resource = job.binding.resource
+        names: list[str] = []
+        preference: dict[str, int] = {}
+        reasons: dict[str, str] = {}
+        error = ""
+        later: list[str] = []
+        variables = self.job_variables(job)
+        groups = _affinity_groups(placement)
+        for name, state in self.clusters.items():
+            view = state.view
+            until = excluded.get(name)
+            group = next((i for i, a in enumerate(groups) if affinity_allows(a, view)), None)
+            taints = untolerated(placement.tolerations if placement else (), view.taints)
+            if until is not None and until > self.now:
+                reasons[name] = f"excluded until {ann.format_time(until)} after a failure there"
+                later.append(name)
+            elif not view.ready:
+                reasons[name] = "cluster is not Ready"
+                later.append(name)
+            elif not view.serves(resource.api_version, resource.kind):
+                reasons[name] = f"does not serve {resource.api_version} {resource.kind}"
+            elif group is None:
+                reasons[name] = "not allowed by the binding's cluster affinity"
+            elif taints:
+                t = taints[0]
+                reasons[name] = f"taint {t.key}={t.value}:{t.effect} not tolerated"
+            else:
+                results = self._cel(name, job_key, variables)
+                rejected = ""
+                for f, result in zip(self.filters, results, strict=False):
+                    if isinstance(result, cel.CelError):
+                        rejected = f"filter {f.name} failed: {result.message}"
+                        error = error or f"{f.expression.path}: {result}"
+                        break
+                    if result is not True:
+                        rejected = f"filter {f.name} rejects it"
+                        break
+                if rejected:
+                    reasons[name] = rejected
+                else:
+                    names.append(name)
+                    preference[name] = group
+        return Candidates(tuple(names), preference, reasons, error, tuple(later))
+
+    def _cel(self, cluster: str, job_key: Any, job_variables: Mapping[str, Any]) -> tuple:
+        if not self.memo.programs:
+            return ()
+        state = self.clusters[cluster]
+        cached = self._cluster_keys.get(cluster)
+        if cached is None or cached[0] != state.version:
+            values = cluster_values(state)
+            cached = (state.version, self.cluster_projector.key({"cluster": values}), values)
+            self._cluster_keys[cluster] = cached
+        return self.memo.evaluate_key((job_key, cached[1]), {**job_variables, "cluster": cached[2]})
+
+    # --- placing -------------------------------------------------------------------------------
+    def place(self, job: PendingJob, splittable: bool) -> PlaceResult:
+        job_key = self.job_projector.key(self.job_variables(job))
+        candidates = self.candidates(job, job_key)
+        pods = job.pods
+        fail_key = (candidates.names, _signature(pods), splittable, job_key)
+        failed = self._failures.get(fail_key)
+        if failed is not None:
+            return failed
+        result = self._place(job, candidates, job_key, splittable)
+        if result.reason is not None:
+            self._failures[fail_key] = result
+        return result
+
+    def _place(
+        self, job: PendingJob, candidates: Candidates, job_key: Any, splittable: bool
+    ) -> PlaceResult:
+        reasons = dict(candidates.reasons)
+        if not candidates.names:
+            reason = Reason.POLICY_EVAL_ERROR if candidates.error else Reason.NO_CANDIDATE_CLUSTER
+            if candidates.later and not candidates.error:
+                reason = Reason.NO_CLUSTER_FITS
+            message = candidates.error or f"no cluster passes placement ({len(reasons)} checked)"
+            return PlaceResult((), reason, message, _sorted(reasons))
+        pods = job.pods
+        fitting: list[str] = []
+        ever = False
+        for name in candidates.names:
+            state = self.clusters[name]
+            if not state.could_ever_hold(pods):
+                reasons[name] = "gang larger than the cluster's allocatable"
+                continue
+            ever = True
+            misfit = state.misfit(pods)
+            if misfit is None:
+                fitting.append(name)
+            else:
+                reasons[name] = misfit.message
+        variables = self.job_variables(job)
+        if fitting:
+            best = max(fitting, key=lambda n: self._score(n, candidates, job_key, variables, pods))
+            assignment = ((best, pods),)
+            return PlaceResult(assignment, None, f"admitted to {best}")
+        if splittable and len(pods) == 1:
+            split = self._split(pods[0], candidates, job_key, variables)
+            if split:
+                where = ", ".join(f"{n}={g[0].count}" for n, g in split)
+                return PlaceResult(split, None, f"split across {where}")
+        need = vectors.describe_vec(
+            dict(vectors.total((g.requests, g.count) for g in pods).items())
+        )
+        # clusters out only for now (not Ready, excluded) may hold it later: wait, not reject
+        ever = ever or any(self.clusters[n].could_ever_hold(pods) for n in candidates.later)
+        if not ever and not splittable:
+            return PlaceResult(
+                (),
+                Reason.GANG_TOO_LARGE,
+                f"the gang ({need}) is larger than every candidate cluster",
+                _sorted(reasons),
+            )
+        count = len(candidates.names)
+        return PlaceResult(
+            (),
+            Reason.NO_CLUSTER_FITS,
+            f"none of {count} candidate clusters has room now for {need}",
+            _sorted(reasons),
+        )
+
+    def _score(
+        self,
+        name: str,
+        candidates: Candidates,
+        job_key: Any,
+        variables: Mapping[str, Any],
+        pods: Sequence[PodGroup],
+    ) -> tuple[float, float, str]:
+        results = self._cel(name, job_key, variables)[len(self.filters) :]
+        score = sum(
+            s.weight * float(r)
+            for s, r in zip(self.scores, results, strict=False)
+            if isinstance(r, int | float)
+        )
+        fullness = _fullness(self.clusters[name], pods)
+        score += fullness if self.strategy == PlacementStrategy.BIN_PACK else 1.0 - fullness
+        # earlier affinity groups first; ties go to the alphabetically first cluster
+        return (-candidates.preference.get(name, 0), score, _reverse(name))
+
+    def _split(
+        self,
+        group: PodGroup,
+        candidates: Candidates,
+        job_key: Any,
+        variables: Mapping[str, Any],
+    ) -> tuple[Assignment, ...]:
+        room = {n: self.clusters[n].max_pods(group.requests) for n in candidates.names}
+        room = {n: r for n, r in room.items() if r > 0}
+        if sum(room.values()) < group.count:
+            return ()
+        single = (PodGroup(group.requests, 1),)
+        order = sorted(
+            room, key=lambda n: self._score(n, candidates, job_key, variables, single), reverse=True
+        )
+        counts: dict[str, int] = {}
+        left = group.count
+        if self.strategy == PlacementStrategy.SPREAD:
+            total_room = sum(room.values())
+            for n in order:
+                counts[n] = min(room[n], group.count * room[n] // total_room)
+            left -= sum(counts.values())
+        for n in order:
+            extra = min(left, room[n] - counts.get(n, 0))
+            if extra > 0:
+                counts[n] = counts.get(n, 0) + extra
+                left -= extra
+        return tuple(
+            (n, (PodGroup(group.requests, counts[n]),)) for n in order if counts.get(n, 0) > 0
+        )
+
+
+def cluster_values(state: ClusterState) -> dict[str, Any]:
+    """The CEL ``cluster`` variable; ``free`` is the cycle's current free capacity."""
+    view = state.view
+    return {
+        "name": view.name,
+        "labels": dict(view.labels),
+        "provider": view.provider,
+        "region": view.region,
+        "zones": list(view.zones),
+        "allocatable": view.allocatable.to_floats(),
+        "free": {k: max(v, 0) / 1000 for k, v in state.free.items()},
+        "ready": view.ready,
+        "taints": [{"key": t.key, "value": t.value, "effect": t.effect} for t in view.taints],
+    }
+
+
+def _affinity_groups(placement: PlacementView | None) -> list[Any]:
+    if placement is None:
+        return [None]
+    if placement.affinities:
+        return [a for _, a in placement.affinities]
+    return [placement.affinity]
+
+
+def _fullness(state: ClusterState, pods: Sequence[PodGroup]) -> float:
+    """How full the cluster is after placing ``pods``, in the job's dominant resource."""
+    need = vectors.total((g.requests, g.count) for g in pods)
+    best, share = 0.0, -1.0
+    for r, amount in need.items():
+        capacity = state.allocatable.get(r, 0)
+        if capacity <= 0 or r == "pods":
+            continue
+        if amount / capacity > share:
+            share = amount / capacity
+            best = 1.0 - (state.free.get(r, 0) - amount) / capacity
+    return best
+
+
+def _signature(pods: Sequence[PodGroup]) -> tuple[Any, ...]:
+    return tuple((tuple(sorted(g.requests.items())), g.count) for g in pods)
+
+
+def _sorted(reasons: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted(reasons.items()))
+
+
+def _reverse(name: str) -> tuple[int, ...]:
+    """A key under which ``max`` picks the alphabetically first name among equals."""
+    return (*tuple(-ord(ch) for ch in name), 0)

@@ -1,0 +1,240 @@
+"""Hierarchical quota with borrowing and lending, after Kueue's hierarchical cohorts.
+
+The queue tree hangs under a virtual root, the fleet. For each resource any queue names:
+
+- A queue's ``guarantee`` includes its children's. What a node contributes to sharing is its
+  *subtree quota*: its own guarantee not handed to children, plus what each child shares.
+- A node with a ``lendingLimit`` keeps ``subtree − lendingLimit`` for itself (its *guaranteed*
+  part, invisible to others); without one, all of its idle quota can be borrowed by others.
+- The root's own quota is the fleet's Ready capacity not promised to any top-level queue, so
+  capacity nobody is guaranteed is shared too.
+- ``available(q)`` = q's unused guaranteed part + what its parent can still give, capped by q's
+  ``borrowingLimit`` (Kueue's ``available``). Usage beyond a node's guaranteed part is stored in
+  its parent, recursively.
+- Independently, a queue's and every ancestor's raw usage + demand must stay ≤ ``max``.
+
+Resources no queue names are not limited by quota (placement still checks capacity).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from engine.cycle import vectors
+from engine.cycle.reasons import Reason
+from engine.cycle.vectors import Vec
+from engine.policy.model import Queue
+
+ROOT = ""
+
+
+@dataclass(slots=True, eq=False)
+class QuotaNode:
+    name: str
+    parent: QuotaNode | None
+    children: list[QuotaNode]
+    guarantee: Vec
+    max: Vec  # only the resources the queue caps
+    lending_limit: Vec | None
+    borrowing_limit: Vec | None
+    weight: float
+    priority: int
+    subtree: Vec
+    guaranteed: Vec
+    usage: Vec  # Kueue usage: a leaf's jobs; a parent's children's usage beyond their guaranteed
+    total: Vec  # raw usage of every job in the subtree, all resources
+
+    @property
+    def path(self) -> Iterable[QuotaNode]:
+        node: QuotaNode | None = self
+        while node is not None and node.name != ROOT:
+            yield node
+            node = node.parent
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaMiss:
+    reason: Reason  # WAITING_FOR_QUOTA, or EXCEEDS_MAX_QUOTA when it can never fit
+    message: str
+    short: Vec  # per resource, how much is missing
+
+
+class QuotaTree:
+    def __init__(self, queues: Sequence[Queue], capacity: Mapping[str, int]) -> None:
+        names: set[str] = set()
+        for q in queues:
+            for amounts in (q.guarantee, q.max, q.lending_limit or {}, q.borrowing_limit or {}):
+                names.update(amounts)
+        self.resources = tuple(sorted(names))
+        self.fleet_capacity = dict(capacity)
+        self.capacity = {r: capacity.get(r, 0) for r in self.resources}
+        root = QuotaNode(ROOT, None, [], {}, {}, None, None, 1.0, 0, {}, {}, {}, {})
+        self.nodes: dict[str, QuotaNode] = {ROOT: root}
+        for q in queues:
+            self.nodes[q.name] = QuotaNode(
+                q.name,
+                None,
+                [],
+                self._milli(q.guarantee, fill=True),
+                vectors.capacity_milli(q.max),
+                None if q.lending_limit is None else self._milli(q.lending_limit),
+                None if q.borrowing_limit is None else self._milli(q.borrowing_limit),
+                q.weight,
+                q.priority,
+                {},
+                {},
+                {},
+                {},
+            )
+        for q in sorted(queues, key=lambda q: q.name):
+            node = self.nodes[q.name]
+            node.parent = self.nodes.get(q.parent, root)
+            node.parent.children.append(node)
+        root.guarantee = {
+            r: max(0, cap - sum(c.guarantee.get(r, 0) for c in root.children))
+            + sum(c.guarantee.get(r, 0) for c in root.children)
+            for r, cap in self.capacity.items()
+        }
+        self._sum_quota(root)
+
+    def _milli(self, amounts: Mapping, fill: bool = False) -> Vec:
+        vec = vectors.capacity_milli(amounts)
+        if fill:
+            for r in self.resources:
+                vec.setdefault(r, 0)
+        return vec
+
+    def _sum_quota(self, node: QuotaNode) -> None:
+        for child in node.children:
+            self._sum_quota(child)
+        for r in self.resources:
+            handed = sum(c.guarantee.get(r, 0) for c in node.children)
+            shared = sum(c.subtree[r] - c.guaranteed[r] for c in node.children)
+            node.subtree[r] = max(0, node.guarantee.get(r, 0) - handed) + shared
+            limit = None if node.lending_limit is None else node.lending_limit.get(r)
+            node.guaranteed[r] = 0 if limit is None else max(0, node.subtree[r] - limit)
+            node.usage[r] = 0
+
+    # --- queries -----------------------------------------------------------------------------
+    def capacity_of(self, resource: str) -> int:
+        """The fleet's Ready allocatable of ``resource``: the denominator of shares."""
+        return self.fleet_capacity.get(resource, 0)
+
+    def node(self, name: str) -> QuotaNode | None:
+        return self.nodes.get(name) if name != ROOT else None
+
+    def available(self, node: QuotaNode, r: str) -> int:
+        if node.parent is None:
+            return node.subtree[r] - node.usage[r]
+        from_parent = self.available(node.parent, r)
+        limit = None if node.borrowing_limit is None else node.borrowing_limit.get(r)
+        if limit is not None:
+            stored = node.subtree[r] - node.guaranteed[r]
+            used = max(0, node.usage[r] - node.guaranteed[r])
+            from_parent = min(stored - used + limit, from_parent)
+        return max(0, node.guaranteed[r] - node.usage[r]) + from_parent
+
+    def potential(self, node: QuotaNode, r: str) -> int:
+        """The most ``node`` could use with every other queue idle (Kueue potentialAvailable)."""
+        if node.parent is None:
+            return node.subtree[r]
+        most = node.guaranteed[r] + self.potential(node.parent, r)
+        limit = None if node.borrowing_limit is None else node.borrowing_limit.get(r)
+        if limit is not None:
+            most = min(node.subtree[r] + limit, most)
+        return most
+
+    def check(self, leaf: QuotaNode, demand: Mapping[str, int]) -> QuotaMiss | None:
+        """None when ``demand`` can be admitted into ``leaf`` now."""
+        for node in leaf.path:
+            for r, cap in node.max.items():
+                need = demand.get(r, 0)
+                if need > cap:
+                    return QuotaMiss(
+                        Reason.EXCEEDS_MAX_QUOTA,
+                        f"needs {vectors.describe(r, need)} {r}, more than the max "
+                        f"{vectors.describe(r, cap)} of queue {node.name}",
+                        {r: need - cap},
+                    )
+        for r in self.resources:
+            need = demand.get(r, 0)
+            if need and need > self.potential(leaf, r):
+                most = self.potential(leaf, r)
+                return QuotaMiss(
+                    Reason.WAITING_FOR_QUOTA,
+                    f"needs {vectors.describe(r, need)} {r}; queue {leaf.name} can get at most "
+                    f"{vectors.describe(r, most)} with the fleet as it is, even if every other "
+                    "queue were idle (guarantees, borrowing limits, Ready capacity)",
+                    {r: need - most},
+                )
+        for node in leaf.path:
+            for r, cap in node.max.items():
+                need = demand.get(r, 0)
+                if need and node.total.get(r, 0) + need > cap:
+                    used = node.total.get(r, 0)
+                    text = vectors.describe
+                    return QuotaMiss(
+                        Reason.WAITING_FOR_QUOTA,
+                        f"queue {node.name} max {text(r, cap)} {r}: "
+                        f"{text(r, used)} in use, job needs {text(r, need)}",
+                        {r: used + need - cap},
+                    )
+        short: Vec = {}
+        for r in self.resources:
+            need = demand.get(r, 0)
+            if need:
+                free = self.available(leaf, r)
+                if need > free:
+                    short[r] = need - free
+        if short:
+            r = min(short)
+            need = demand[r]
+            free = need - short[r]
+            used, guarantee = leaf.total.get(r, 0), leaf.guarantee.get(r, 0)
+            return QuotaMiss(
+                Reason.WAITING_FOR_QUOTA,
+                f"insufficient unused quota for {r} in queue {leaf.name}: needs "
+                f"{vectors.describe(r, need)}, {vectors.describe(r, free)} available "
+                f"(guarantee {vectors.describe(r, guarantee)}, in use {vectors.describe(r, used)})",
+                short,
+            )
+        return None
+
+    def within_guarantee(self, leaf: QuotaNode, demand: Mapping[str, int]) -> bool:
+        return all(
+            leaf.total.get(r, 0) + demand.get(r, 0) <= leaf.guarantee[r]
+            for r in self.resources
+            if demand.get(r, 0)
+        )
+
+    def borrowing(self, node: QuotaNode, resources: Iterable[str]) -> bool:
+        return any(node.total.get(r, 0) > node.guarantee.get(r, 0) for r in resources)
+
+    # --- updates -----------------------------------------------------------------------------
+    def add(self, leaf: QuotaNode, amount: Mapping[str, int]) -> None:
+        for node in leaf.path:
+            vectors.add_into(node.total, amount)
+        for r in self.resources:
+            value = amount.get(r, 0)
+            node: QuotaNode | None = leaf
+            while value > 0 and node is not None:
+                local = max(0, node.guaranteed[r] - node.usage[r])
+                node.usage[r] += value
+                value = value - local if node.parent is not None else 0
+                node = node.parent
+
+    def remove(self, leaf: QuotaNode, amount: Mapping[str, int]) -> None:
+        """The exact inverse of ``add`` (the cycle removes in reverse order of adding)."""
+        for node in leaf.path:
+            vectors.add_into(node.total, amount, -1)
+        for r in self.resources:
+            value = amount.get(r, 0)
+            node: QuotaNode | None = leaf
+            while value > 0 and node is not None:
+                stored = node.usage[r] - node.guaranteed[r]
+                node.usage[r] -= value
+                if stored <= 0 or node.parent is None:
+                    break
+                value = min(value, stored)
+                node = node.parent

@@ -1,0 +1,60 @@
+"""The closed set of reason codes a scheduling decision carries, and what each action means.
+
+Every job the cycle does not admit gets exactly one reason: the first check it failed, in the
+order the cycle runs them (the order of ``Reason`` below, after the admitted/preempted codes).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Action(StrEnum):
+    ADMIT = "Admit"
+    """Bind the job to the listed clusters now."""
+    PENDING = "Pending"
+    """Keep the job suspended; it may be admitted by a later cycle."""
+    PREEMPT = "Preempt"
+    """Evict this admitted job (whole) so that a waiting job can run; it is requeued."""
+    REJECT = "Reject"
+    """The job as written can never be admitted; it stays suspended until it is changed."""
+
+
+class Reason(StrEnum):
+    ADMITTED = "Admitted"
+    """Quota and a placement were found; the clusters are listed."""
+    PREEMPTED = "Preempted"
+    """Chosen as a victim: its queue borrowed the preemptor's guarantee (reclaim), or it has a
+    lower priority in the preemptor's own queue."""
+    PREEMPTING = "Preempting"
+    """Victims were chosen that make the job fit; it is nominated to a cluster and waits for
+    them to terminate."""
+    BACKOFF = "Backoff"
+    """The job was requeued after a failure and waits out its backoff."""
+    UNKNOWN_DEMAND = "UnknownDemand"
+    """The job's demand cannot be read from its template or its binding."""
+    POLICY_EVAL_ERROR = "PolicyEvalError"
+    """A SchedulingPolicy expression failed on this job (queue, tenant, priority, gang)."""
+    UNKNOWN_PRIORITY_CLASS = "UnknownPriorityClass"
+    """The job names a PriorityClass that does not exist (Kubernetes would reject its pods)."""
+    QUEUE_NOT_FOUND = "QueueNotFound"
+    """The job maps to a queue that is not defined."""
+    QUEUE_NOT_LEAF = "QueueNotLeaf"
+    """The job maps to a queue with child queues; jobs wait in leaf queues only."""
+    EXCEEDS_MAX_QUOTA = "ExceedsMaxQuota"
+    """The job alone needs more than its queue's (or an ancestor's) max: it can never fit."""
+    GANG_TOO_LARGE = "GangTooLarge"
+    """No cluster the job may use could hold its gang even when empty."""
+    BLOCKED_BY_HEAD = "BlockedByHead"
+    """A StrictFIFO queue's head job does not fit, so the jobs behind it wait."""
+    WAITING_FOR_QUOTA = "WaitingForQuota"
+    """Admitting the job now would exceed its queue's share: max of an ancestor, or guarantee
+    plus what can be borrowed."""
+    NO_CANDIDATE_CLUSTER = "NoCandidateCluster"
+    """No cluster passes the job's placement (Ready, affinity, taints, kind served, filters)."""
+    NO_CLUSTER_FITS = "NoClusterFits"
+    """Candidate clusters exist but none has the free capacity or node shape for the gang now."""
+
+
+NEVER = frozenset({Reason.UNKNOWN_DEMAND, Reason.EXCEEDS_MAX_QUOTA, Reason.GANG_TOO_LARGE})
+"""Reasons that make a decision Reject rather than Pending."""

@@ -1,0 +1,105 @@
+"""Evaluates a group of compiled programs over plain values, memoised by what they read.
+
+A scheduling cycle evaluates the same few expressions for every (job, cluster) pair, and most
+pairs agree on the few fields the expressions read. The cache key is the projection of the
+values onto the union of the programs' ``accesses``, so a hit skips both the CEL evaluation and
+the conversion of the values into CEL. A cache belongs to one evaluator: keys from another one's
+``key`` mean nothing here.
+
+For many (job, cluster) pairs, project each job and each cluster once with ``part`` and build
+each pair's key as ``tuple(part_of[root] for root in evaluator.roots)``: it equals ``key`` of
+the pair's values and costs a tuple instead of a walk of every path.
+
+Thread safety: the cache is a plain dict read and written under the GIL; every miss converts
+its own Activation, and ``CelProgram.evaluate`` shares no mutable state. Two threads missing on
+the same key both evaluate and store equal results. ``hits``/``misses`` are statistics and may
+undercount under concurrent use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping, Sequence
+from typing import Any
+
+from engine.policy import cel
+from engine.policy.access import Projector
+from engine.policy.celcheck import CelType
+
+
+class MemoEvaluator:
+    """Results of ``programs`` for variable values, cached by the parts the programs read.
+
+    Only the variables named in ``types`` are passed to the programs; paths rooted at any other
+    name are left out of the key, since no program can see those values.
+    """
+
+    def __init__(
+        self,
+        programs: Sequence[cel.CelProgram],
+        types: Mapping[str, CelType],
+        max_entries: int = 200_000,
+    ):
+        if max_entries < 1:
+            raise ValueError(f"max_entries must be at least 1, got {max_entries}")
+        self.programs = tuple(programs)
+        self.types = dict(types)
+        self.max_entries = max_entries
+        self.projector = Projector(
+            path for p in self.programs for path in p.accesses if path[0] in self.types
+        )
+        self.hits = 0
+        self.misses = 0
+        self._cache: dict[Hashable, tuple[Any, ...]] = {}
+
+    @property
+    def roots(self) -> tuple[str, ...]:
+        """The variables the programs read, in the order of their parts in a key."""
+        return self.projector.roots
+
+    def key(self, values: Mapping[str, Any]) -> Hashable:
+        """The projection of ``values`` (root variable name → value) that results depend on."""
+        return self.projector.key(values)
+
+    def part(self, name: str, value: Any) -> Hashable:
+        """The projection of one variable's value: its element of ``key``."""
+        return self.projector.part(name, value)
+
+    def evaluate(self, values: Mapping[str, Any]) -> tuple[Any, ...]:
+        """One result per program, in order: a plain value or a ``cel.CelError``."""
+        return self.evaluate_key(self.projector.key(values), values)
+
+    def evaluate_key(self, key: Hashable, values: Mapping[str, Any]) -> tuple[Any, ...]:
+        """As ``evaluate``, with ``key`` already computed by ``self.key(values)``."""
+        results = self._cache.get(key)
+        if results is not None:
+            self.hits += 1
+            return results
+        self.misses += 1
+        activation = cel.activation(
+            self.types,
+            **{name: materialise(values[name]) for name in self.types if name in values},
+        )
+        results = tuple(program.evaluate(activation) for program in self.programs)
+        if len(self._cache) >= self.max_entries:
+            self._cache.clear()
+        self._cache[key] = results
+        return results
+
+    def __len__(self) -> int:
+        return len(self._cache)
+
+
+def materialise(value: Any) -> Any:
+    """``value`` with every non-dict Mapping inside turned into a dict (same object if none)."""
+    if isinstance(value, dict):
+        items = {k: materialise(v) for k, v in value.items()}
+        same = all(items[k] is v for k, v in value.items())
+        return value if same else items
+    if isinstance(value, Mapping):
+        return {k: materialise(value[k]) for k in value}
+    if isinstance(value, list | tuple):
+        elements = [materialise(v) for v in value]
+        if all(a is b for a, b in zip(elements, value, strict=True)):
+            return value
+        return elements if isinstance(value, list) else tuple(elements)
+    return value
