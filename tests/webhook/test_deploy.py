@@ -1,0 +1,283 @@
+"""deploy/ renders to valid, consistent objects: with ``kubectl kustomize`` when kubectl is there,
+else by reading the manifests the kustomizations list (same checks on the result).
+
+Consistency checked against the code: webhook URLs are routes of the app, probe paths exist,
+the Service, Certificate and URLs agree on names, and the generated ConfigMap holds a policy set
+that loads to the same version as ``policies/``.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+import yaml
+
+from engine.policy.defaults import BATCH_KINDS
+from engine.policy.policyset import load_policy_set
+from engine.policy.reload import PolicyHolder
+from tests.conftest import REPO
+from webhook.app import create_app
+
+DEPLOY = REPO / "deploy"
+KUBECTL = shutil.which("kubectl")
+SYSTEM_NAMESPACES = {"karmada-system", "kube-system", "fleetgate-system"}
+
+
+def render_with_kubectl(directory: Path) -> list[dict[str, Any]]:
+    done = subprocess.run(
+        [
+            KUBECTL or "kubectl",
+            "kustomize",
+            "--load-restrictor",
+            "LoadRestrictionsNone",
+            str(directory),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
+
+
+def render_by_hand(directory: Path) -> list[dict[str, Any]]:
+    """What kustomize would produce, for the features deploy/ uses."""
+    kustomization = yaml.safe_load((directory / "kustomization.yaml").read_text())
+    objects: list[dict[str, Any]] = []
+    for resource in kustomization.get("resources", []):
+        objects.extend(doc for doc in yaml.safe_load_all((directory / resource).read_text()) if doc)
+    for generator in kustomization.get("configMapGenerator", []):
+        data = {
+            Path(file).name: (directory / file).read_text() for file in generator.get("files", [])
+        }
+        objects.append(
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": generator["name"]},
+                "data": data,
+            }
+        )
+    namespace = kustomization.get("namespace")
+    for obj in objects:
+        if namespace and obj["kind"] not in ("Namespace",):
+            obj["metadata"].setdefault("namespace", namespace)
+        for pairs in kustomization.get("labels", []):
+            obj["metadata"].setdefault("labels", {}).update(pairs["pairs"])
+    for image in kustomization.get("images", []):
+        for obj in objects:
+            for container in _containers(obj):
+                if container["image"] == image["name"]:
+                    container["image"] = f"{image['newName']}:{image['newTag']}"
+    return objects
+
+
+def _containers(obj: dict[str, Any]) -> list[dict[str, Any]]:
+    if obj["kind"] != "Deployment":
+        return []
+    return obj["spec"]["template"]["spec"]["containers"]
+
+
+@pytest.fixture(scope="module", params=["kubectl", "by-hand"])
+def rendered(request) -> dict[str, list[dict[str, Any]]]:
+    if request.param == "kubectl":
+        if KUBECTL is None:
+            pytest.skip("kubectl is not installed; the by-hand rendering runs the same checks")
+        render = render_with_kubectl
+    else:
+        render = render_by_hand
+    return {"host": render(DEPLOY), "karmada": render(DEPLOY / "karmada-apiserver")}
+
+
+def one(objects: list[dict[str, Any]], kind: str, name: str | None = None) -> dict[str, Any]:
+    found = [o for o in objects if o["kind"] == kind and name in (None, o["metadata"]["name"])]
+    assert len(found) == 1, f"expected one {kind} {name or ''}, found {len(found)}"
+    return found[0]
+
+
+def test_every_object_has_the_basics(rendered):
+    for objects in rendered.values():
+        for obj in objects:
+            assert obj.get("apiVersion") and obj.get("kind"), obj
+            assert obj["metadata"].get("name"), obj
+            assert obj["metadata"]["labels"]["app.kubernetes.io/part-of"] == "fleetgate"
+    host_kinds = sorted(o["kind"] for o in rendered["host"])
+    assert host_kinds == sorted(
+        [
+            "Namespace",
+            "ServiceAccount",
+            "ConfigMap",
+            "Service",
+            "Deployment",
+            "PodDisruptionBudget",
+            "Issuer",
+            "Issuer",
+            "Certificate",
+            "Certificate",
+        ]
+    )
+    karmada_kinds = sorted(o["kind"] for o in rendered["karmada"])
+    assert karmada_kinds == ["MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"]
+    for obj in rendered["host"]:
+        if obj["kind"] != "Namespace":
+            assert obj["metadata"]["namespace"] == "fleetgate-system"
+
+
+def test_the_deployment_is_hardened_and_probes_real_routes(rendered, holder):
+    deployment = one(rendered["host"], "Deployment", "fleetgate-webhook")
+    spec = deployment["spec"]
+    assert spec["replicas"] == 2
+    pod = spec["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["automountServiceAccountToken"] is False
+    [container] = pod["containers"]
+    assert container["image"] == "registry.example.com/fleetgate:0.1.0"
+    security = container["securityContext"]
+    assert security["readOnlyRootFilesystem"] is True
+    assert security["allowPrivilegeEscalation"] is False
+    assert container["resources"]["requests"]["cpu"]
+    assert container["resources"]["limits"]["memory"]
+
+    routes = {
+        (rule.rule, method)
+        for rule in create_app(holder).url_map.iter_rules()
+        for method in rule.methods or ()
+    }
+    ports = {port["name"]: port["containerPort"] for port in container["ports"]}
+    for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
+        get = container[probe]["httpGet"]
+        assert get["path"] == path
+        assert (get["path"], "GET") in routes
+        assert get["scheme"] == "HTTPS"
+        assert get["port"] in ports
+
+    args = dict(arg.removeprefix("--").split("=", 1) for arg in container["args"][1:])
+    assert container["args"][0] == "webhook"
+    assert int(args["port"]) == ports["https"]
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert args["policies"] == mounts["policies"]
+    assert args["tls-cert"] == f"{mounts['tls']}/tls.crt"
+    assert args["tls-key"] == f"{mounts['tls']}/tls.key"
+    config_map = one(rendered["host"], "ConfigMap")
+    assert volumes["policies"]["configMap"]["name"] == config_map["metadata"]["name"]
+    certificate = one(rendered["host"], "Certificate", "fleetgate-webhook")
+    assert volumes["tls"]["secret"]["secretName"] == certificate["spec"]["secretName"]
+
+    service = one(rendered["host"], "Service", "fleetgate-webhook")
+    labels = spec["template"]["metadata"]["labels"]
+    assert service["spec"]["selector"].items() <= labels.items()
+    assert service["spec"]["ports"][0]["targetPort"] in ports
+    budget = one(rendered["host"], "PodDisruptionBudget")
+    assert budget["spec"]["selector"]["matchLabels"].items() <= labels.items()
+
+
+def test_the_policy_configmap_loads_to_the_example_policy_set(rendered, tmp_path):
+    config_map = one(rendered["host"], "ConfigMap")
+    for name, text in config_map["data"].items():
+        (tmp_path / name).write_text(text)
+    expected = sorted(p.name for p in (REPO / "policies").glob("*.yaml"))
+    assert sorted(config_map["data"]) == expected
+    assert load_policy_set([tmp_path]).digest == load_policy_set([REPO / "policies"]).digest
+
+
+def webhooks(rendered) -> list[tuple[str, dict[str, Any]]]:
+    return [(obj["kind"], hook) for obj in rendered["karmada"] for hook in obj["webhooks"]]
+
+
+def test_webhook_settings(rendered, holder):
+    routes = {
+        rule.rule for rule in create_app(holder).url_map.iter_rules() if "POST" in rule.methods
+    }
+    service = one(rendered["host"], "Service", "fleetgate-webhook")
+    certificate = one(rendered["host"], "Certificate", "fleetgate-webhook")
+    for _, hook in webhooks(rendered):
+        assert hook["failurePolicy"] == "Fail"
+        assert hook["sideEffects"] == "None"
+        assert hook["admissionReviewVersions"] == ["v1"]
+        assert hook["matchPolicy"] == "Equivalent"
+        assert 1 <= hook["timeoutSeconds"] <= 10
+        url = urlsplit(hook["clientConfig"]["url"])
+        assert url.scheme == "https"
+        assert url.path in routes
+        assert (
+            url.hostname == f"{service['metadata']['name']}.{service['metadata']['namespace']}.svc"
+        )
+        assert url.hostname in certificate["spec"]["dnsNames"]
+        assert url.port == service["spec"]["ports"][0]["port"]
+        assert "service" not in hook["clientConfig"]  # the karmada-apiserver has no such Service
+        [expression] = hook["namespaceSelector"]["matchExpressions"]
+        assert expression["key"] == "kubernetes.io/metadata.name"
+        assert expression["operator"] == "NotIn"
+        assert set(expression["values"]) >= SYSTEM_NAMESPACES
+
+
+def test_the_mutating_webhook_covers_both_binding_kinds(rendered):
+    [hook] = [h for k, h in webhooks(rendered) if k.startswith("Mutating")]
+    assert urlsplit(hook["clientConfig"]["url"]).path == "/mutate/resourcebindings"
+    assert hook["reinvocationPolicy"] == "IfNeeded"
+    covered = {
+        (resource, rule["scope"])
+        for rule in hook["rules"]
+        for resource in rule["resources"]
+        if rule["apiGroups"] == ["work.karmada.io"]
+        and set(rule["operations"]) == {"CREATE", "UPDATE"}
+    }
+    assert covered == {("resourcebindings", "Namespaced"), ("clusterresourcebindings", "Cluster")}
+
+
+def test_the_validating_webhook_covers_every_batch_kind(rendered):
+    [hook] = [h for k, h in webhooks(rendered) if k.startswith("Validating")]
+    assert urlsplit(hook["clientConfig"]["url"]).path == "/validate/workloads"
+    covered = {
+        (group, version, resource)
+        for rule in hook["rules"]
+        for group in rule["apiGroups"]
+        for version in rule["apiVersions"]
+        for resource in rule["resources"]
+        if set(rule["operations"]) == {"CREATE", "UPDATE"}
+    }
+    for entry in BATCH_KINDS:
+        api_version, kind = entry.rsplit("/", 1)
+        group, _, version = api_version.rpartition("/")
+        assert (group, version, kind.lower() + "s") in covered, entry
+
+
+@pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
+def test_kubectl_refuses_the_host_part_without_the_load_restrictor_flag():
+    """The README's command needs --load-restrictor; this proves why (and catches a change)."""
+    done = subprocess.run(
+        [KUBECTL or "kubectl", "kustomize", str(DEPLOY)], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode != 0
+    assert "is not in or below" in done.stderr
+
+
+@pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
+def test_the_ca_bundle_substitution_of_the_readme_works(tmp_path):
+    rendered = subprocess.run(
+        [KUBECTL or "kubectl", "kustomize", str(DEPLOY / "karmada-apiserver")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    substituted = subprocess.run(
+        ["sed", "s|caBundle: .*|caBundle: Y2E=|"],
+        input=rendered,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    for doc in yaml.safe_load_all(substituted):
+        for hook in doc["webhooks"]:
+            assert hook["clientConfig"]["caBundle"] == "Y2E="
+
+
+def test_the_holder_fixture_is_the_example_policies(holder: PolicyHolder):
+    assert holder.current.digest == load_policy_set([REPO / "policies"]).digest

@@ -1,0 +1,313 @@
+"""POST /mutate/resourcebindings: which bindings are held, and the exact patches sent."""
+
+from __future__ import annotations
+
+import copy
+
+import jsonschema
+import pytest
+
+from engine import annotations as ann
+from tests.conftest import policy_doc
+from tests.webhook.helpers import (
+    NOW_TEXT,
+    admitted_binding,
+    apply_patch,
+    crd_schema,
+    created_binding,
+    example,
+    patch_of,
+    review,
+)
+from webhook.app import VERSION_HEADER
+
+URL = "/mutate/resourcebindings"
+
+
+def mutate(client, obj, **kwargs):
+    sent = review(obj, **kwargs)
+    reply = client.post(URL, json=sent)
+    assert reply.status_code == 200, reply.text
+    answer = reply.get_json()
+    assert answer["apiVersion"] == "admission.k8s.io/v1"
+    assert answer["kind"] == "AdmissionReview"
+    assert answer["response"]["uid"] == sent["request"]["uid"]
+    assert answer["response"]["allowed"] is True
+    return answer, reply
+
+
+def held_annotations(version):
+    return {ann.POLICY_VERSION: version, ann.QUEUED_AT: NOW_TEXT}
+
+
+def test_new_binding_without_suspension_gets_the_whole_suspension_object(client, holder):
+    binding = created_binding()
+    answer, reply = mutate(client, binding)
+    version = holder.current.version
+
+    patch = patch_of(answer)
+    assert patch[0] == {"op": "add", "path": "/spec/suspension", "value": {"scheduling": True}}
+    patched = apply_patch(binding, patch)
+    assert patched["spec"]["suspension"] == {"scheduling": True}
+    assert patched["metadata"]["labels"][ann.MANAGED] == "true"
+    assert ann.MANAGED.replace("/", "~1") in {op["path"].split("/")[-1] for op in patch}
+    for key, value in held_annotations(version).items():
+        assert patched["metadata"]["annotations"][key] == value
+    # Karmada's own labels and annotations are untouched
+    original = binding["metadata"]
+    assert patched["metadata"]["labels"] == {**original["labels"], ann.MANAGED: "true"}
+    assert patched["metadata"]["annotations"] == {
+        **original["annotations"],
+        **held_annotations(version),
+    }
+    assert reply.headers[VERSION_HEADER] == version
+    assert answer["response"]["auditAnnotations"] == {"policy-version": version, "decision": "held"}
+
+
+def test_existing_suspension_keeps_dispatching(client):
+    binding = created_binding(suspension={"dispatching": True})
+    answer, _ = mutate(client, binding)
+
+    patch = patch_of(answer)
+    assert {"op": "add", "path": "/spec/suspension/scheduling", "value": True} in patch
+    assert not any(op["path"] == "/spec/suspension" for op in patch)
+    patched = apply_patch(binding, patch)
+    assert patched["spec"]["suspension"] == {"dispatching": True, "scheduling": True}
+
+
+def test_dispatching_on_clusters_and_false_scheduling_are_merged_not_replaced(client):
+    suspension = {"dispatchingOnClusters": {"clusterNames": ["gpu-east"]}, "scheduling": False}
+    binding = created_binding(suspension=copy.deepcopy(suspension))
+    patched = apply_patch(binding, patch_of(mutate(client, binding)[0]))
+    assert patched["spec"]["suspension"] == {**suspension, "scheduling": True}
+
+
+def test_already_suspended_and_managed_binding_is_not_patched(client):
+    binding = example("ResourceBinding", "tokenizer-stats-job")  # pending, held by fleetgate
+    assert binding["spec"]["suspension"] == {"scheduling": True}
+    for operation in ("CREATE", "UPDATE"):
+        answer, _ = mutate(client, binding, operation=operation, old=binding)
+        assert patch_of(answer) == []
+        assert answer["response"]["auditAnnotations"]["decision"] == "already-held"
+
+
+def test_suspended_by_its_policy_but_not_managed_gets_label_and_annotations_only(client, holder):
+    binding = created_binding(suspension={"scheduling": True})
+    patch = patch_of(mutate(client, binding)[0])
+    assert all(op["path"].startswith("/metadata/") for op in patch)
+    patched = apply_patch(binding, patch)
+    assert patched["metadata"]["labels"][ann.MANAGED] == "true"
+    assert patched["metadata"]["annotations"][ann.POLICY_VERSION] == holder.current.version
+
+
+def test_binding_without_labels_or_annotations_gets_whole_maps(client, holder):
+    binding = created_binding()
+    del binding["metadata"]["labels"]
+    binding["metadata"]["annotations"] = None
+    patch = patch_of(mutate(client, binding)[0])
+    assert {"op": "add", "path": "/metadata/labels", "value": {ann.MANAGED: "true"}} in patch
+    assert {
+        "op": "add",
+        "path": "/metadata/annotations",
+        "value": held_annotations(holder.current.version),
+    } in patch
+
+
+def test_unsuspended_binding_keeps_its_queue_time(client):
+    binding = example("ResourceBinding", "tokenizer-stats-job")
+    binding["metadata"]["annotations"][ann.QUEUED_AT] = "2025-03-10T09:50:00Z"
+    binding["spec"]["suspension"] = {"scheduling": False}  # someone let it go: hold it again
+    patched = apply_patch(
+        binding, patch_of(mutate(client, binding, operation="UPDATE", old=binding)[0])
+    )
+    assert patched["spec"]["suspension"]["scheduling"] is True
+    assert patched["metadata"]["annotations"][ann.QUEUED_AT] == "2025-03-10T09:50:00Z"
+
+
+def test_out_of_scope_binding_is_allowed_unchanged(client):
+    binding = created_binding()
+    binding["spec"]["resource"].update(apiVersion="apps/v1", kind="Deployment")
+    answer, reply = mutate(client, binding)
+    assert patch_of(answer) == []
+    assert answer["response"]["auditAnnotations"]["decision"] == "out-of-scope"
+    assert VERSION_HEADER in reply.headers
+
+
+def test_cluster_resource_binding_is_held_too(client):
+    binding = created_binding()
+    binding["kind"] = "ClusterResourceBinding"
+    del binding["metadata"]["namespace"]
+    patched = apply_patch(binding, patch_of(mutate(client, binding)[0]))
+    assert patched["spec"]["suspension"] == {"scheduling": True}
+
+
+def test_v1alpha1_binding_is_read_the_same_way(client):
+    binding = created_binding()
+    binding["apiVersion"] = "work.karmada.io/v1alpha1"
+    patched = apply_patch(binding, patch_of(mutate(client, binding)[0]))
+    assert patched["spec"]["suspension"] == {"scheduling": True}
+
+
+# -- admitted bindings --------------------------------------------------------------------------
+
+
+def scaled(binding, replicas):
+    grown = copy.deepcopy(binding)
+    grown["spec"]["replicas"] = replicas
+    return grown
+
+
+def test_scale_up_of_admitted_binding_holds_it_for_readmission(client, holder):
+    old = admitted_binding()
+    old["spec"]["suspension"] = {"scheduling": False, "dispatching": False}  # release mode
+    new = scaled(old, 6)
+    answer, _ = mutate(client, new, operation="UPDATE", old=old)
+
+    patch = patch_of(answer)
+    patched = apply_patch(new, patch)
+    assert patched["spec"]["suspension"] == {"scheduling": True, "dispatching": False}
+    notes = patched["metadata"]["annotations"]
+    assert notes[ann.READMIT] == NOW_TEXT
+    assert notes[ann.QUEUED_AT] == NOW_TEXT
+    assert notes[ann.POLICY_VERSION] == holder.current.version
+    assert notes[ann.ADMITTED_AT] == "2025-03-10T09:55:00Z"  # the cycle decides what happens next
+    assert answer["response"]["auditAnnotations"]["decision"] == "readmit"
+
+
+def test_scale_up_in_bind_mode_marks_readmission_without_suspension_change(client):
+    old = admitted_binding()  # bind mode: stays suspended, fleetgate wrote spec.clusters
+    new = scaled(old, 8)
+    patch = patch_of(mutate(client, new, operation="UPDATE", old=old)[0])
+    assert not any(op["path"].startswith("/spec") for op in patch)
+    assert apply_patch(new, patch)["metadata"]["annotations"][ann.READMIT] == NOW_TEXT
+
+
+def test_bigger_requests_per_replica_count_as_growth(client):
+    old = admitted_binding()
+    new = copy.deepcopy(old)
+    new["spec"]["replicaRequirements"]["resourceRequest"]["memory"] = "32Gi"
+    patch = patch_of(mutate(client, new, operation="UPDATE", old=old)[0])
+    assert apply_patch(new, patch)["metadata"]["annotations"][ann.READMIT] == NOW_TEXT
+
+
+@pytest.mark.parametrize("replicas", [4, 2])
+def test_same_or_smaller_demand_of_admitted_binding_is_not_patched(client, replicas):
+    old = admitted_binding()
+    answer, _ = mutate(client, scaled(old, replicas), operation="UPDATE", old=old)
+    assert patch_of(answer) == []
+    assert answer["response"]["auditAnnotations"]["decision"] == "admitted"
+
+
+def test_growth_of_components_counts(client):
+    old = admitted_binding()
+    for binding in (old,):
+        spec = binding["spec"]
+        spec.pop("replicas")
+        spec.pop("replicaRequirements")
+        spec["components"] = [
+            {
+                "name": "master",
+                "replicas": 1,
+                "replicaRequirements": {"resourceRequest": {"cpu": "4"}},
+            },
+            {
+                "name": "worker",
+                "replicas": 2,
+                "replicaRequirements": {"resourceRequest": {"cpu": "8"}},
+            },
+        ]
+    new = copy.deepcopy(old)
+    new["spec"]["components"][1]["replicas"] = 3
+    patch = patch_of(mutate(client, new, operation="UPDATE", old=old)[0])
+    assert apply_patch(new, patch)["metadata"]["annotations"][ann.READMIT] == NOW_TEXT
+
+
+def test_admitted_binding_without_replica_information_is_left_alone(client):
+    old = example("ResourceBinding", "llama-pretrain-pytorchjob")  # Karmada gives no replicas
+    new = copy.deepcopy(old)
+    new["spec"]["resource"]["resourceVersion"] = "100999"  # template changed
+    answer, _ = mutate(client, new, operation="UPDATE", old=old)
+    assert patch_of(answer) == []
+
+
+def test_binding_waiting_for_readmission_is_held_again_when_released_by_someone_else(client):
+    binding = admitted_binding()
+    binding["metadata"]["annotations"][ann.READMIT] = "2025-03-10T09:58:00Z"
+    binding["spec"]["suspension"] = {"scheduling": False}
+    patch = patch_of(mutate(client, binding, operation="UPDATE", old=binding)[0])
+    assert patch == [{"op": "add", "path": "/spec/suspension/scheduling", "value": True}]
+
+
+# -- CEL errors in scope: hold it (fail safe) ---------------------------------------------------
+
+
+def test_scope_runtime_error_holds_the_binding_and_is_counted(client, make_app, policy_dir, holder):
+    (policy_dir / "scheduling.yaml").write_text(
+        policy_doc("SchedulingPolicy", "fleet", "scope: binding.spec.missing.field == 'x'")
+    )
+    assert holder.reload(), holder.status.errors
+    app = make_app()
+    answer, _ = mutate(app.test_client(), created_binding())
+    response = answer["response"]
+    assert apply_patch(created_binding(), patch_of(answer))["spec"]["suspension"]["scheduling"]
+    assert any("scope expression failed" in w for w in response["warnings"])
+    metrics = app.test_client().get("/metrics").text
+    assert 'fleetgate_webhook_cel_errors_total{policy="scope"} 1.0' in metrics
+
+
+def test_scope_may_read_the_binding(make_app, policy_dir, holder):
+    (policy_dir / "scheduling.yaml").write_text(
+        policy_doc(
+            "SchedulingPolicy",
+            "fleet",
+            """scope: 'has(binding.metadata.labels) && "team" in binding.metadata.labels'""",
+        )
+    )
+    assert holder.reload(), holder.status.errors
+    client = make_app().test_client()
+    plain = created_binding()
+    assert patch_of(mutate(client, plain)[0]) == []
+    plain["metadata"]["labels"]["team"] = "data"
+    assert patch_of(mutate(client, plain)[0]) != []
+
+
+# -- the patched binding is a valid ResourceBinding -------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "binding",
+    [
+        pytest.param(created_binding(), id="no-suspension"),
+        pytest.param(created_binding(suspension={"dispatching": True}), id="dispatching"),
+        pytest.param(created_binding("llama-pretrain-pytorchjob"), id="pytorchjob"),
+    ],
+)
+def test_patched_binding_validates_against_the_karmada_crd(client, karmada_crds, binding):
+    schema = crd_schema(karmada_crds, "work.karmada.io_resourcebindings.yaml")
+    jsonschema.validate(binding, schema)  # the fixture itself is valid
+    patched = apply_patch(binding, patch_of(mutate(client, binding)[0]))
+    jsonschema.validate(patched, schema)
+    assert patched["spec"]["suspension"]["scheduling"] is True
+
+
+def test_readmission_patch_validates_against_the_karmada_crd(client, karmada_crds):
+    schema = crd_schema(karmada_crds, "work.karmada.io_resourcebindings.yaml")
+    old = admitted_binding()
+    new = scaled(old, 6)
+    patched = apply_patch(new, patch_of(mutate(client, new, operation="UPDATE", old=old)[0]))
+    jsonschema.validate(patched, schema)
+
+
+def test_crd_schema_rejects_a_wrong_suspension(karmada_crds):
+    schema = crd_schema(karmada_crds, "work.karmada.io_resourcebindings.yaml")
+    binding = created_binding(suspension={"scheduling": "yes"})
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(binding, schema)
+
+
+def test_patched_cluster_binding_validates_against_the_karmada_crd(client, karmada_crds):
+    schema = crd_schema(karmada_crds, "work.karmada.io_clusterresourcebindings.yaml")
+    binding = created_binding()
+    binding["kind"] = "ClusterResourceBinding"
+    del binding["metadata"]["namespace"]
+    jsonschema.validate(apply_patch(binding, patch_of(mutate(client, binding)[0])), schema)

@@ -1,0 +1,258 @@
+"""``fleetgate webhook`` (run here as ``python -m webhook``): start, serve, reload, stop.
+
+Also the ConfigMap volume layout: each file exists twice (a symlink and the real file in a hidden
+timestamped directory) and an update swaps the ``..data`` symlink, which inotify reports without
+naming any .yaml file: the command polls the files instead.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from engine.errors import PolicyLoadError
+from engine.policy.policyset import load_policy_set
+from engine.policy.reload import PolicyHolder
+from tests.conftest import REPO
+from tests.webhook.helpers import created_binding, review, write_certificates
+from webhook.cli import policy_paths
+from webhook.poll import Poller, fingerprint
+
+PATIENCE_S = 15.0
+
+
+def configmap_volume(root: Path, source: Path, stamp: str) -> Path:
+    """Lay out ``source``'s files the way the kubelet mounts a ConfigMap; swap if it exists."""
+    root.mkdir(exist_ok=True)
+    version = root / f"..{stamp}"
+    version.mkdir()
+    for file in sorted(source.glob("*.yaml")):
+        shutil.copyfile(file, version / file.name)
+    staging = root / "..data_tmp"
+    staging.symlink_to(version.name)
+    staging.replace(root / "..data")  # the atomic swap
+    for file in sorted(source.glob("*.yaml")):
+        link = root / file.name
+        if not link.is_symlink():
+            link.symlink_to(Path("..data") / file.name)
+    return root
+
+
+def test_policy_paths_skip_the_hidden_copies_of_a_configmap_volume(tmp_path):
+    volume = configmap_volume(tmp_path / "policies", REPO / "policies", "2025_03_10_09_00_00.1")
+    with pytest.raises(PolicyLoadError, match="duplicate name"):
+        load_policy_set([volume])  # what a plain directory load would do here
+    paths = policy_paths(volume)
+    assert [p.name for p in paths] == ["admission.yaml", "queues.yaml", "scheduling.yaml"]
+    assert load_policy_set(paths).digest == load_policy_set([REPO / "policies"]).digest
+
+
+def test_a_configmap_update_is_reloaded(tmp_path):
+    source = tmp_path / "source"
+    shutil.copytree(REPO / "policies", source)
+    volume = configmap_volume(tmp_path / "policies", source, "2025_03_10_09_00_00.1")
+    holder = PolicyHolder(lambda: load_policy_set(policy_paths(volume)))
+    assert holder.reload(), holder.status.errors
+    first = holder.current.version
+    poller = Poller(lambda: fingerprint(policy_paths(volume)), holder.reload, 60, "test")
+    assert not poller.check()
+    queues = source / "queues.yaml"
+    queues.write_text(queues.read_text().replace("  weight: 2\n", "  weight: 3\n"))
+    configmap_volume(volume, source, "2025_03_10_09_05_00.2")
+    assert poller.check()
+    assert holder.current.version != first
+    assert holder.status.healthy
+    assert not poller.check()  # nothing changed since
+
+
+def test_a_bad_policy_edit_is_reported_once_and_retried_when_the_files_change(tmp_path):
+    live = tmp_path / "policies"
+    shutil.copytree(REPO / "policies", live)
+    holder = PolicyHolder(lambda: load_policy_set(policy_paths(live)))
+    assert holder.reload()
+    poller = Poller(lambda: fingerprint(policy_paths(live)), holder.reload, 60, "test")
+    queues = live / "queues.yaml"
+    good = queues.read_text()
+    queues.write_text(good.replace("  weight: 2\n", "  weight: -2\n"))
+    assert poller.check()
+    assert not poller.check()
+    assert holder.status.failures == 1
+    queues.write_text(good.replace("  weight: 2\n", "  weight: 4\n"))
+    assert poller.check()
+    assert holder.status.healthy
+
+
+def test_the_command_reloads_edited_policies(tmp_path):
+    live = tmp_path / "policies"
+    shutil.copytree(REPO / "policies", live)
+    process, port, _ = start(
+        [
+            "--policies",
+            str(live),
+            "--insecure-http",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "0",
+            "--policy-reload-interval",
+            "0.05",
+        ]
+    )
+    try:
+        first = readyz_version(port)
+        queues = live / "queues.yaml"
+        queues.write_text(queues.read_text().replace("  weight: 2\n", "  weight: 3\n"))
+        deadline = time.monotonic() + PATIENCE_S
+        while readyz_version(port) == first:
+            assert time.monotonic() < deadline, "the edit was not reloaded"
+            time.sleep(0.05)
+    finally:
+        assert stop(process) == 0
+
+
+def readyz_version(port: int) -> str:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    conn.request("GET", "/readyz")
+    reply = conn.getresponse()
+    reply.read()
+    conn.close()
+    return reply.headers["X-Fleetgate-Policy-Version"]
+
+
+def start(args: list[str]) -> tuple[subprocess.Popen, int, str]:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "webhook", *args],
+        cwd=REPO,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    deadline = time.monotonic() + PATIENCE_S
+    assert process.stderr is not None
+    lines = []
+    while time.monotonic() < deadline:
+        line = process.stderr.readline()
+        lines.append(line)
+        if found := re.search(r"serving https?://127\.0\.0\.1:(\d+)", line):
+            return process, int(found.group(1)), "".join(lines)
+        if not line and process.poll() is not None:
+            break
+    process.kill()
+    pytest.fail("the webhook did not start:\n" + "".join(lines))
+
+
+def stop(process: subprocess.Popen) -> int:
+    process.send_signal(signal.SIGTERM)
+    try:
+        return process.wait(timeout=PATIENCE_S)
+    finally:
+        if process.poll() is None:
+            process.kill()
+
+
+def test_the_command_serves_https_and_stops_cleanly_on_sigterm(tmp_path):
+    cert, key, ca, _ = write_certificates(tmp_path / "tls")
+    process, port, _ = start(
+        [
+            "--policies",
+            str(REPO / "policies"),
+            "--tls-cert",
+            str(cert),
+            "--tls-key",
+            str(key),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "0",
+            "--threads",
+            "4",
+            "--revision",
+            "abc1234",
+            "--fleet",
+            str(REPO / "examples" / "fleet-snapshot.yaml"),
+        ]
+    )
+    try:
+        context = ssl.create_default_context(cafile=str(ca))
+        conn = http.client.HTTPSConnection("127.0.0.1", port, timeout=5, context=context)
+        conn.request("POST", "/mutate/resourcebindings", json.dumps(review(created_binding())))
+        reply = conn.getresponse()
+        answer = json.loads(reply.read())
+        assert reply.status == 200
+        assert answer["response"]["auditAnnotations"]["policy-version"].endswith("@abc1234")
+        conn.close()
+    finally:
+        assert stop(process) == 0
+
+
+def test_plain_http_is_logged_loudly(tmp_path):
+    process, port, log = start(
+        [
+            "--policies",
+            str(REPO / "policies"),
+            "--insecure-http",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "0",
+        ]
+    )
+    assert "INSECURE: --insecure-http serves admission reviews over plain HTTP" in log
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+        conn.request("GET", "/readyz")
+        assert conn.getresponse().status == 200
+        conn.close()
+    finally:
+        assert stop(process) == 0
+
+
+def test_usage_errors_exit_2():
+    done = subprocess.run(
+        [sys.executable, "-m", "webhook", "--policies", str(REPO / "policies")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=PATIENCE_S,
+    )
+    assert done.returncode == 2
+    assert "--tls-cert and --tls-key are required" in done.stderr
+
+
+def test_a_port_in_use_exits_1(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "webhook",
+                "--policies",
+                str(REPO / "policies"),
+                "--insecure-http",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+            ],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=PATIENCE_S,
+        )
+    assert done.returncode == 1
+    assert "cannot start" in done.stderr

@@ -1,0 +1,157 @@
+"""Serving the app: cheroot (a threaded, in-process production WSGI server) with reloadable TLS.
+
+cert-manager renews the serving certificate by rewriting the Secret; the kubelet then swaps the
+mounted files. A poller (``webhook.poll``) notices a change of either file (mtime, size or
+inode, symlinks followed), builds a complete new ``ssl.SSLContext`` and swaps it in with one
+assignment: new connections use the new certificate, open ones keep theirs. A half-written
+pair (certificate and key that do not match yet) fails to load and is logged; the old context
+stays in use until the second file changes too.
+"""
+
+from __future__ import annotations
+
+import logging
+import ssl
+import threading
+from collections.abc import Callable, Hashable
+from pathlib import Path
+
+from cheroot.ssl.builtin import BuiltinSSLAdapter
+from cheroot.wsgi import Server
+from flask import Flask
+
+from engine.errors import FleetgateError
+from webhook.poll import Poller, fingerprint
+
+log = logging.getLogger(__name__)
+
+
+def tls_context(cert: Path, key: Path) -> ssl.SSLContext:
+    """A server context for ``cert`` (PEM, chain allowed) and ``key``; TLS 1.2 or newer."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.load_cert_chain(str(cert), str(key))
+    return context
+
+
+class CertificateReloader:
+    """Swaps a new context into the adapter when the certificate or key file changes."""
+
+    def __init__(
+        self,
+        adapter: BuiltinSSLAdapter,
+        cert: Path,
+        key: Path,
+        interval: float = 10.0,
+        on_reload: Callable[[bool], None] | None = None,
+        *,
+        seen: Hashable | None = None,
+    ) -> None:
+        self._adapter = adapter
+        self._files = (Path(cert), Path(key))
+        self._on_reload = on_reload
+        self.reloads = 0
+        self.poller = Poller(
+            lambda: fingerprint(self._files), self._reload, interval, "tls-reloader", seen=seen
+        )
+
+    def check(self) -> bool:
+        """Poll once; True when the files changed (whether or not they loaded)."""
+        return self.poller.check()
+
+    def _reload(self) -> None:
+        try:
+            context = tls_context(*self._files)
+        except (OSError, ssl.SSLError) as err:
+            log.warning("serving certificate changed but does not load (%s); keeping the old", err)
+            if self._on_reload:
+                self._on_reload(False)
+            return
+        self._adapter.context = context  # one assignment: new handshakes use the new cert
+        self.reloads += 1
+        log.info("serving certificate reloaded from %s", self._files[0])
+        if self._on_reload:
+            self._on_reload(True)
+
+    def start(self) -> None:
+        self.poller.start()
+
+    def stop(self) -> None:
+        self.poller.stop()
+
+
+class WebhookServer:
+    """The app on cheroot; HTTPS when ``tls`` = (cert, key) is given. Start, then stop."""
+
+    def __init__(
+        self,
+        app: Flask,
+        host: str = "0.0.0.0",
+        port: int = 8443,
+        *,
+        threads: int = 16,
+        tls: tuple[Path, Path] | None = None,
+        reload_interval: float = 10.0,
+        on_certificate_reload: Callable[[bool], None] | None = None,
+        reuse_port: bool = False,
+    ) -> None:
+        if threads < 1:
+            raise FleetgateError("--threads must be at least 1")
+        self._server = Server(
+            (host, port),
+            app,
+            numthreads=threads,
+            server_name="fleetgate-webhook",
+            request_queue_size=128,
+            timeout=10,
+            shutdown_timeout=5,
+            reuse_port=reuse_port,
+        )
+        self.reloader: CertificateReloader | None = None
+        if tls is not None:
+            cert, key = tls
+            before = fingerprint((Path(cert), Path(key)))  # before loading: see Poller
+            adapter = BuiltinSSLAdapter(str(cert), str(key))
+            adapter.context = tls_context(cert, key)
+            self._server.ssl_adapter = adapter
+            self.reloader = CertificateReloader(
+                adapter, cert, key, reload_interval, on_certificate_reload, seen=before
+            )
+        self._thread: threading.Thread | None = None
+
+    @property
+    def address(self) -> tuple[str, int]:
+        host, port = self._server.bind_addr[:2]
+        return str(host), int(port)
+
+    @property
+    def scheme(self) -> str:
+        return "https" if self.reloader is not None else "http"
+
+    def start(self) -> None:
+        """Bind (port 0 picks a free port; see ``address``) and serve in a background thread."""
+        self._server.prepare()
+        self._thread = threading.Thread(target=self._serve, name="webhook-server", daemon=True)
+        self._thread.start()
+        if self.reloader is not None:
+            self.reloader.start()
+
+    def _serve(self) -> None:
+        self._server.serve()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        if self.reloader is not None:
+            self.reloader.stop()
+        self._server.stop()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            if self._thread.is_alive():
+                raise FleetgateError(f"webhook server did not stop within {timeout} s")
+            self._thread = None
+
+    def __enter__(self) -> WebhookServer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,249 @@
+"""``/validate/workloads``: judge job templates by the AdmissionPolicies, at ``kubectl apply`` time.
+
+CEL variables, as the README's policy reference describes them: ``object`` is the template as
+submitted, ``job`` its demand (``job_values`` of the template) with ``queue``, ``tenant`` and
+``priority`` mapped by the SchedulingPolicy, ``now`` the time of the request.
+
+Enforcement: ``Deny`` refuses (HTTP 200, ``allowed: false``, code 403, every failed check named
+with its policy), ``Warn`` admits with an AdmissionReview warning, ``DryRun`` admits and only
+counts. An expression that fails at run time is a failed check under ``failurePolicy: Fail`` (so
+a Deny policy refuses, with the error text) and a warning under ``Ignore``.
+
+Built-in checks: the job's queue exists and is a leaf (jobs wait in leaf queues only), and, when
+fleet data is given, the gang can start on the fleet at all (``webhook.fit``).
+
+An UPDATE that changes neither ``spec`` nor the labels and annotations (finalizers, owner
+references, status written by the job's own operator) is always allowed: a policy tightened
+later must never wedge a running or terminating job.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.mapping import job_values, map_job
+from engine.policy import cel
+from engine.policy.model import AdmissionPolicy, AdmitOn, Enforcement, FailurePolicy
+from engine.policy.policyset import PolicySet
+from engine.workloads.model import DemandError, Workload
+from engine.workloads.registry import known_kinds, read_workload
+from webhook.fit import Fleet
+from webhook.mutate import mentions
+from webhook.review import AdmissionRequest, ReviewError, Verdict
+
+ENDPOINT = "/validate/workloads"
+BUILTIN_QUEUE = "builtin:queue"
+BUILTIN_FIT = "builtin:fit"
+
+
+@dataclass(slots=True)
+class _Findings:
+    denials: list[tuple[str, str, str]] = field(default_factory=list)  # policy, reason, message
+    warnings: list[str] = field(default_factory=list)
+    events: list[tuple[str, str]] = field(default_factory=list)
+
+    def deny(self, policy: str, reason: str, message: str) -> None:
+        self.denials.append((policy, reason, message))
+        self.events.append(("denied", policy))
+
+    def warn(self, policy: str, message: str) -> None:
+        self.warnings.append(f"{policy}: {message}")
+        self.events.append(("warned", policy))
+
+
+def validate_workload(
+    request: AdmissionRequest, policies: PolicySet, fleet: Fleet | None, now: dt.datetime
+) -> Verdict:
+    template = request.object
+    if request.operation not in ("CREATE", "UPDATE") or template is None:
+        return Verdict(True, "allowed", audit={"decision": "ignored-operation"})
+    if (request.kind.api_version, request.kind.kind) not in known_kinds():
+        raise ReviewError(
+            f"{ENDPOINT} admits the job kinds fleetgate reads; got {request.kind} "
+            "(check the rules of the webhook configuration)"
+        )
+    said = (template.get("apiVersion"), template.get("kind"))
+    if said != (request.kind.api_version, request.kind.kind):
+        raise ReviewError(
+            f"request.object is {said[0]} {said[1]}, not the {request.kind} the request names"
+        )
+    if request.operation == "UPDATE" and _unchanged(template, request.old_object or {}):
+        return Verdict(True, "allowed", audit={"decision": "spec-unchanged"})
+    try:
+        workload = read_workload(template)
+    except DemandError as err:
+        return Verdict(
+            False,
+            "denied",
+            code=422,
+            reason="Invalid",
+            message=f"fleetgate cannot read the job's demand: {err}",
+            audit={"decision": "unreadable"},
+            events=(("denied", "builtin:demand"),),
+        )
+    if workload is None:
+        raise ReviewError(f"{request.kind} has no demand reader")  # known_kinds() said it had
+    return _judge(template, workload, policies, fleet, now)
+
+
+def _judge(
+    template: Mapping[str, Any],
+    workload: Workload,
+    policies: PolicySet,
+    fleet: Fleet | None,
+    now: dt.datetime,
+) -> Verdict:
+    found = _Findings()
+    priority = fleet.priority_value(workload.priority_class_name) if fleet else 0
+    mapped = map_job(
+        policies.scheduling, workload, template, priority_class_value=priority, now=now
+    )
+    if mapped.error:
+        found.warn("schedulingpolicy", f"cannot map the job to a queue: {mapped.error}")
+    else:
+        _check_queue(policies, mapped.queue or "", found)
+    job = job_values(
+        workload,
+        template,
+        priority=mapped.priority if mapped.priority is not None else priority,
+        queue=mapped.queue or "",
+        tenant=mapped.tenant or "",
+    )
+    if fleet is not None:
+        _check_fit(policies, workload, job, fleet, now, found)
+    if policies.admission:
+        wants_object = any(mentions(_sources(p), "object") for p in policies.admission)
+        if not wants_object:
+            job["object"] = {}  # no expression reads it: skip converting the template
+        variables = cel.activation(
+            cel.ADMISSION_VARS, object=template if wants_object else None, job=job, now=now
+        )
+        for policy in policies.admission:
+            _apply(policy, variables, found)
+
+    audit = {"queue": mapped.queue or ""}
+    if found.denials:
+        reason = found.denials[0][1]
+        message = "; ".join(f"{policy}: {text}" for policy, _, text in found.denials)
+        return Verdict(
+            False,
+            "denied",
+            warnings=tuple(found.warnings),
+            code=403,
+            reason=reason,
+            message=f"fleetgate denied {workload.ref}: {message}",
+            audit=audit | {"decision": "denied"},
+            events=tuple(found.events),
+        )
+    return Verdict(
+        True,
+        "warned" if found.warnings else "allowed",
+        warnings=tuple(found.warnings),
+        audit=audit | {"decision": "allowed"},
+        events=tuple(found.events),
+    )
+
+
+def _check_queue(policies: PolicySet, queue: str, found: _Findings) -> None:
+    if not policies.queues:
+        return  # a policy set without queues (admission policies only) cannot check this
+    if policies.queue(queue) is None:
+        leaves = sorted(q.name for q in policies.queues if not _children(policies, q.name))
+        found.deny(
+            BUILTIN_QUEUE,
+            "Forbidden",
+            f"queue {queue!r} does not exist; leaf queues: {', '.join(leaves)}",
+        )
+        return
+    children = _children(policies, queue)
+    if children:
+        found.deny(
+            BUILTIN_QUEUE,
+            "Forbidden",
+            f"queue {queue!r} is a parent queue (children: {', '.join(children)}); "
+            "jobs wait in leaf queues",
+        )
+
+
+def _children(policies: PolicySet, name: str) -> list[str]:
+    return sorted(q.name for q in policies.queues if q.parent == name)
+
+
+def _check_fit(
+    policies: PolicySet,
+    workload: Workload,
+    job: dict[str, Any],
+    fleet: Fleet,
+    now: dt.datetime,
+    found: _Findings,
+) -> None:
+    gang = policies.scheduling.gang
+    variables = cel.activation(cel.MAPPING_VARS, job=job, now=now)
+    min_member = gang.min_member.program.evaluate(variables)
+    allow_split = gang.allow_split.program.evaluate(variables)
+    if isinstance(min_member, cel.CelError) or isinstance(allow_split, cel.CelError):
+        return  # the scheduling cycle reports PolicyEvalError; nothing certain to say here
+    needed = workload.pods if gang.admit_on == AdmitOn.ALL else min(min_member, workload.pods)
+    why = fleet.never_fits(workload, needed, bool(allow_split))
+    if why:
+        found.deny(BUILTIN_FIT, "Forbidden", f"the job can never start on this fleet: {why}")
+
+
+def _apply(policy: AdmissionPolicy, variables: cel.Activation, found: _Findings) -> None:
+    matched = policy.match.program.evaluate(variables)
+    if isinstance(matched, cel.CelError):
+        _failed(policy, f"{policy.match.path}: {matched}", "Forbidden", found)
+        return
+    if not matched:
+        return
+    for validation in policy.validations:
+        result = validation.expression.program.evaluate(variables)
+        if isinstance(result, cel.CelError):
+            _failed(policy, f"{validation.expression.path}: {result}", validation.reason, found)
+            continue
+        if result:
+            continue
+        message = validation.message or f"failed {validation.expression.source!r}"
+        if validation.message_expression is not None:
+            computed = validation.message_expression.program.evaluate(variables)
+            if isinstance(computed, str) and computed:
+                message = computed
+        _enforce(policy, validation.reason, message, found)
+
+
+def _failed(policy: AdmissionPolicy, error: str, reason: str, found: _Findings) -> None:
+    found.events.append(("cel_error", policy.name))
+    if policy.failure_policy == FailurePolicy.IGNORE:
+        found.warn(policy.name, f"not evaluated (failurePolicy Ignore): {error}")
+    else:
+        _enforce(policy, reason, f"expression failed: {error}", found)
+
+
+def _enforce(policy: AdmissionPolicy, reason: str, message: str, found: _Findings) -> None:
+    if policy.enforcement == Enforcement.DENY:
+        found.deny(policy.name, reason, message)
+    elif policy.enforcement == Enforcement.WARN:
+        found.warn(policy.name, message)
+    else:
+        found.events.append(("dryrun", policy.name))
+
+
+def _sources(policy: AdmissionPolicy) -> str:
+    parts = [policy.match.source]
+    for v in policy.validations:
+        parts.append(v.expression.source)
+        if v.message_expression is not None:
+            parts.append(v.message_expression.source)
+    return "\n".join(parts)
+
+
+def _unchanged(new: Mapping[str, Any], old: Mapping[str, Any]) -> bool:
+    if new.get("spec") != old.get("spec"):
+        return False
+    new_meta, old_meta = new.get("metadata") or {}, old.get("metadata") or {}
+    if not isinstance(new_meta, dict) or not isinstance(old_meta, dict):
+        return False
+    return all(new_meta.get(k) == old_meta.get(k) for k in ("labels", "annotations"))
