@@ -4,8 +4,8 @@
 
 Prints microseconds per projection ``key()``, per cache hit (``evaluate`` and ``evaluate_key``)
 and per miss, for the filters and for filters + scores of policies/scheduling.yaml, then one
-simulated cycle: J jobs × C clusters through one evaluator, with each job's and cluster's values
-as in ``engine.mapping.job_values`` and 12 distinct (job, cluster) read-parts.
+simulated cycle: J jobs × C clusters, with values shaped as ``engine.mapping.job_values`` builds
+them, three ways (see ``cycle``).
 """
 
 from __future__ import annotations
@@ -117,7 +117,8 @@ def measure(group: list[cel.CelProgram], calls: int) -> dict[str, Any]:
 
 
 def cycle(group: list[cel.CelProgram], jobs: int, clusters: int) -> dict[str, Any]:
-    """Every job against every cluster: a key walked per pair, then parts projected once each."""
+    """Every job against every cluster: a key walked per pair; parts projected once per job and
+    cluster; and jobs grouped by their part, evaluated once per (group, cluster)."""
     job_values = [job(n) for n in range(jobs)]
     cluster_values = [cluster(n) for n in range(clusters)]
 
@@ -137,14 +138,32 @@ def cycle(group: list[cel.CelProgram], jobs: int, clusters: int) -> dict[str, An
         for c, cluster_part in zip(cluster_values, cluster_parts, strict=True):
             parted.evaluate_key((cluster_part, job_part), {"job": j, "cluster": c})
     with_parts = time.perf_counter() - start
+
+    grouped = MemoEvaluator(group, cel.PLACEMENT_VARS)
+    start = time.perf_counter()
+    cluster_parts = [grouped.part("cluster", c) for c in cluster_values]
+    by_part: dict[Any, list[dict[str, Any]]] = {}
+    for j in job_values:
+        by_part.setdefault(grouped.part("job", j), []).append(j)
+    results = {
+        job_part: [
+            grouped.evaluate_key((cluster_part, job_part), {"job": members[0], "cluster": c})
+            for c, cluster_part in zip(cluster_values, cluster_parts, strict=True)
+        ]
+        for job_part, members in by_part.items()
+    }
+    by_groups = time.perf_counter() - start
+    assert len(results) == len(by_part)
     pairs = jobs * clusters
     return {
         "jobs": jobs,
         "clusters": clusters,
         "misses": memo.misses,
         "hits": memo.hits,
+        "distinct_job_parts": len(by_part),
         "us_per_pair_key_per_pair": round(walked / pairs * 1e6, 2),
         "us_per_pair_parts_per_variable": round(with_parts / pairs * 1e6, 2),
+        "us_per_pair_jobs_grouped_by_part": round(by_groups / pairs * 1e6, 3),
     }
 
 

@@ -1,7 +1,7 @@
 """Load-test the mutate endpoint: the real server in one process, open-loop load from this one.
 
     .venv/bin/python benchmarks/webhook_load.py [--rate 500] [--duration 10] [--tls]
-        [--threads 16] [--connections 16] [--step 250] [--step-duration 5] [--p99-ms 5]
+        [--threads 16] [--connections 8] [--step 100] [--step-duration 5] [--p99-ms 5]
 
 Starts ``python -m webhook`` (cheroot, the example policies) on 127.0.0.1, warms it up, then
 sends ResourceBinding AdmissionReviews (CREATE of the example bindings, each with its own uid)
@@ -188,8 +188,8 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=10, help="seconds of the main run")
     parser.add_argument("--tls", action="store_true", help="serve HTTPS (a generated cert)")
     parser.add_argument("--threads", type=int, default=16, help="server worker threads")
-    parser.add_argument("--connections", type=int, default=16, help="client keep-alive conns")
-    parser.add_argument("--step", type=float, default=250, help="rate increase per step")
+    parser.add_argument("--connections", type=int, default=8, help="client keep-alive conns")
+    parser.add_argument("--step", type=float, default=100, help="rate increase per step")
     parser.add_argument("--step-duration", type=float, default=5, help="seconds per step")
     parser.add_argument("--p99-ms", type=float, default=5.0, help="p99 bound for 'sustainable'")
     parser.add_argument("--max-rate", type=float, default=5000, help="stop stepping here")

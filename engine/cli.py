@@ -91,6 +91,10 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--repeats", type=_positive, default=5, help="cycles of each kind")
     bench.add_argument("-o", "--output", choices=("json", "text"), default="json")
     bench.set_defaults(handler=_bench)
+
+    from webhook.cli import add_parser as add_webhook_parser  # argparse only; serving is lazy
+
+    add_webhook_parser(commands)
     return parser
 
 

@@ -234,14 +234,8 @@ class Cycle:
             self.no_victims.add(shape)
             return False
         self.taken.update(v.ref for v in chosen.victims)
-        # Hold the preemptor's quota for the rest of the cycle, as if the victims had gone and
-        # it had been admitted; the victims' capacity stays taken until they terminate.
-        for victim in chosen.victims:
-            owner = self.quota.node(victim.mapped.queue)
-            if owner is not None:
-                self.quota.remove(owner, victim.demand)
-                if self.order is not None and owner.name != leaf.name:
-                    self.order.usage_changed(owner.name)
+        # Hold the preemptor's quota for the rest of the cycle on top of the victims' (they run
+        # until they terminate), so no later job takes what the preemptor will need.
         self.quota.add(leaf, job.demand)
         # On the nominated cluster, what the victims do not free is taken from what is free now.
         state = self.clusters[chosen.cluster]

@@ -4,7 +4,8 @@ A scheduling cycle evaluates the same few expressions for every (job, cluster) p
 pairs agree on the few fields the expressions read. The cache key is the projection of the
 values onto the union of the programs' ``accesses``, so a hit skips both the CEL evaluation and
 the conversion of the values into CEL. A cache belongs to one evaluator: keys from another one's
-``key`` mean nothing here.
+``key`` mean nothing here. A hit converts nothing: an input whose unread fields could not be
+converted (a direct evaluation would raise) gets the result of the input that filled the entry.
 
 For many (job, cluster) pairs, project each job and each cluster once with ``part`` and build
 each pair's key as ``tuple(part_of[root] for root in evaluator.roots)``: it equals ``key`` of
