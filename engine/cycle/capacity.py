@@ -116,16 +116,9 @@ class ClusterState:
 
     # --- changes -------------------------------------------------------------------------------
     def place(self, groups: Sequence[PodGroup]) -> None:
-        """Take the pods' resources (call after ``misfit`` returned None)."""
-        for g in groups:
-            vectors.add_into(self.free, g.requests, -g.count)
-        if self.nodes is not None:
-            self.nodes = self._place_nodes(self.nodes, groups)[0]
-        self.version += 1
-
-    def reserve(self, groups: Sequence[PodGroup]) -> None:
-        """Take resources of a job admitted but not yet visible in the cluster's status; where
-        its pods do not fit the node model (the model is already stale), take the totals only."""
+        """Take the pods' resources: after ``misfit`` returned None, or for a job admitted but
+        not yet in the cluster's status (pods that no longer fit the stale node model are
+        taken from the totals only)."""
         for g in groups:
             vectors.add_into(self.free, g.requests, -g.count)
         if self.nodes is not None:

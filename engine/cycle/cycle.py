@@ -67,7 +67,7 @@ class Cycle:
                 self.quota.add(leaf, job.demand)
             for name in job.in_flight:
                 if name in self.clusters:
-                    self.clusters[name].reserve(job.pods[name])
+                    self.clusters[name].place(job.pods[name])  # in flight
         self.placer = Placer(snapshot, policies, self.clusters, now, self._queue_values)
         self.decisions: list[Decision] = []
         # queue → (binding ref, order key) of every job that keeps its place in the queue

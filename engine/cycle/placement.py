@@ -79,6 +79,8 @@ class Placer:
         self.job_projector = Projector(p for p in paths if p[0] in JOB_SIDE)
         self.cluster_projector = Projector(p for p in paths if p[0] == "cluster")
         self.reads_queue = any(p[0] == "queue" for p in paths)
+        # filters reading cluster.free change as the cycle admits: no static candidate cache
+        self.reads_free = any(p[:2] == ("cluster", "free") for p in paths)
         self._cluster_keys: dict[str, tuple[int, Any, Mapping[str, Any]]] = {}
         self._static: dict[Any, Candidates] = {}
         self._failures: dict[Any, PlaceResult] = {}
@@ -96,13 +98,10 @@ class Placer:
         resource = job.binding.resource
         static_key = (placement, resource.api_version, resource.kind, exclusions, job_key)
         found = self._static.get(static_key)
-        if found is None or self._reads_cluster_state():
+        if found is None or self.reads_free:
             found = self._candidates(job, placement, exclusions, job_key)
             self._static[static_key] = found
         return found
-
-    def _reads_cluster_state(self) -> bool:
-        return any(p[:2] == ("cluster", "free") for p in self.cluster_projector.paths)
 
     def _placement(self, job: PendingJob) -> PlacementView | None:
         if job.binding.placement is not None:
