@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo lint bench bench-cel clean
+.PHONY: test demo lint bench bench-cel bench-webhook clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -26,6 +26,10 @@ bench: $(STAMP)
 
 bench-cel: $(STAMP)
 	$(BIN)/python benchmarks/cel_runners.py
+
+bench-webhook: $(STAMP)
+	$(BIN)/python benchmarks/webhook_load.py
+	$(BIN)/python benchmarks/webhook_load.py --tls
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

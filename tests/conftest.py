@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
@@ -30,6 +31,29 @@ def policy_doc(kind: str, name: str, spec: str) -> str:
 
 def queue_doc(name: str, spec: str = "weight: 1") -> str:
     return policy_doc("Queue", name, spec)
+
+
+def configmap_volume(root: Path, files: dict[str, str], stamp: str) -> Path:
+    """Lay ``files`` out as the kubelet's AtomicWriter mounts a ConfigMap; update if it exists.
+
+    ``..<stamp>/`` holds the real files, ``..data`` points at it and each visible name is a
+    symlink through ``..data``. An update writes a new ``..<stamp>/``, swaps ``..data`` with one
+    rename and removes the old directory.
+    """
+    root.mkdir(exist_ok=True)
+    old = (root / "..data").readlink() if (root / "..data").is_symlink() else None
+    version = root / f"..{stamp}"
+    version.mkdir()
+    for name, text in files.items():
+        (version / name).write_text(text)
+    (root / "..data_tmp").symlink_to(version.name)
+    (root / "..data_tmp").replace(root / "..data")  # rename(2): the atomic swap
+    for name in files:
+        if not (root / name).is_symlink():
+            (root / name).symlink_to(Path("..data") / name)
+    if old is not None:
+        shutil.rmtree(root / old)
+    return root
 
 
 @pytest.fixture

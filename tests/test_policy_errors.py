@@ -9,7 +9,8 @@ import pytest
 
 from engine.errors import PolicyLoadError
 from engine.policy.policyset import load_policy_set
-from tests.conftest import policy_doc, queue_doc
+from engine.policy.source import policy_files
+from tests.conftest import configmap_volume, policy_doc, queue_doc
 
 
 def only(issues, fragment):
@@ -208,6 +209,47 @@ def test_missing_path_and_empty_directory(tmp_path: Path):
     messages = [i.message for i in info.value.issues]
     assert "no such file or directory" in messages
     assert "directory holds no .yaml or .yml file" in messages
+
+
+def test_a_configmap_volume_is_read_once_through_its_visible_names(tmp_path: Path):
+    files = {"a.yaml": queue_doc("a"), "b.yaml": queue_doc("b") + "---\n" + queue_doc("c")}
+    volume = configmap_volume(tmp_path / "policies", files, "2025_03_10_10_00_00.123456789")
+    assert sorted(p.name for p in volume.iterdir()) == [
+        "..2025_03_10_10_00_00.123456789",
+        "..data",
+        "a.yaml",
+        "b.yaml",
+    ]
+
+    found, issues = policy_files([volume])
+    assert (found, issues) == ([volume / "a.yaml", volume / "b.yaml"], [])
+    policies = load_policy_set([volume])  # a duplicate would fail with "duplicate name"
+    assert [q.name for q in policies.queues] == ["a", "b", "c"]
+    assert policies.files == (str(volume / "a.yaml"), str(volume / "b.yaml"))
+
+    files["a.yaml"] = queue_doc("a", "weight: 5")
+    configmap_volume(volume, files, "2025_03_10_10_05_00.987654321")
+    updated = load_policy_set([volume])
+    assert [q.name for q in updated.queues] == ["a", "b", "c"]
+    assert updated.queue("a").weight == 5
+
+
+def test_hidden_files_and_directories_are_skipped(tmp_path: Path):
+    # under a hidden directory of its own: only paths below the given directory count
+    policies = tmp_path / ".config" / "policies"
+    (policies / ".git").mkdir(parents=True)
+    (policies / "q.yaml").write_text(queue_doc("a"))
+    (policies / ".editor.swp.yaml").write_text(queue_doc("a", "weight: -1"))
+    (policies / ".#q.yaml").write_text(queue_doc("a"))
+    (policies / ".git" / "q.yaml").write_text(queue_doc("a"))
+
+    assert policy_files([policies]) == ([policies / "q.yaml"], [])
+    assert [q.name for q in load_policy_set([policies]).queues] == ["a"]
+
+    (policies / "q.yaml").unlink()
+    with pytest.raises(PolicyLoadError) as info:
+        load_policy_set([policies])
+    assert [i.message for i in info.value.issues] == ["directory holds no .yaml or .yml file"]
 
 
 def test_bad_edit_half_valid_is_rejected_whole(write, load_issues):

@@ -16,11 +16,18 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import watchfiles
 
 from engine.errors import PolicyIssue, PolicyLoadError
 from engine.policy.policyset import PolicySet, load_policy_set
-from engine.policy.reload import NoPolicySetError, PolicyHolder, PolicyWatcher, ReloadStatus
-from tests.conftest import REPO, queue_doc
+from engine.policy.reload import (
+    NoPolicySetError,
+    PolicyHolder,
+    PolicyWatcher,
+    ReloadStatus,
+    policy_change_filter,
+)
+from tests.conftest import REPO, configmap_volume, queue_doc
 
 POLL_S = 0.02
 PATIENCE_S = 10.0
@@ -108,6 +115,78 @@ def test_a_burst_of_writes_is_loaded_in_few_reloads(tmp_path):
     assert holder.status.healthy
     assert 1 <= watcher.batches <= 3, f"20 writes caused {watcher.batches} reloads"
     assert holder.status.reloads + holder.status.failures == 1 + watcher.batches
+
+
+def test_a_configmap_update_is_reloaded(tmp_path):
+    """The kubelet's AtomicWriter update; no event names a visible file such as queues.yaml."""
+    files = {p.name: p.read_text() for p in sorted((REPO / "policies").glob("*.yaml"))}
+    volume = configmap_volume(tmp_path / "policies", files, "2025_a")
+    holder = holder_for(volume)
+    first = holder.current.version
+    assert files["queues.yaml"].count("  weight: 2\n") == 1  # Queue/research
+
+    with PolicyWatcher(holder, [volume]) as watcher:
+        new = volume / "..2025_b"
+        new.mkdir()
+        for name, text in files.items():
+            (new / name).write_text(text.replace("  weight: 2\n", "  weight: 3\n"))
+        (volume / "..data_tmp").symlink_to("..2025_b")
+        (volume / "..data_tmp").replace(volume / "..data")  # os.replace: rename(2)
+        shutil.rmtree(volume / "..2025_a")
+        wait_until(
+            lambda: holder.current.queue("research").weight == 3,
+            "the swapped ConfigMap to be loaded",
+            holder,
+        )
+
+    assert watcher.batches >= 1
+    assert holder.status.healthy
+    assert holder.current.version != first
+    assert holder.current.version == load_policy_set([volume]).version
+
+
+def test_hidden_editor_files_do_not_trigger_a_reload(tmp_path):
+    live = copy_policies(tmp_path)
+    holder = holder_for(live)
+    queues = live / "queues.yaml"
+    with PolicyWatcher(holder, [live], debounce_ms=100, step_ms=20) as watcher:
+        (live / ".queues.yaml.swp").write_text("swap")
+        (live / ".#queues.yaml").write_text("lock")
+        (live / ".editor.swp.yaml").write_text(queue_doc("research", "weight: -1"))
+        time.sleep(0.5)  # long enough for those events to make a batch of their own
+        replace_file(queues, queues.read_text().replace("  weight: 2\n", "  weight: 3\n"))
+        wait_until(lambda: holder.current.queue("research").weight == 3, "the edit", holder)
+    assert watcher.batches == 1
+    assert holder.status.healthy
+
+
+ROOT = Path("/etc/fleetgate/policies")
+
+
+@pytest.mark.parametrize(
+    ("path", "reload"),
+    [
+        ("queues.yaml", True),
+        ("team/queues.yml", True),
+        ("..data", True),
+        ("..2025_03_10_10_00_00.123456789", True),
+        ("..2025_03_10_10_00_00.123456789/queues.yaml", True),
+        ("..data_tmp", False),
+        (".queues.yaml.swp", False),
+        (".#queues.yaml", False),
+        (".editor.swp.yaml", False),
+        (".queues.yaml.tmp", False),
+        ("team/.queues.yaml.swp", False),
+        (".git/queues.yaml", False),
+        ("queues.yaml~", False),
+        ("4913", False),  # vim's check that it may write the directory
+        ("README.md", False),
+    ],
+)
+def test_which_changes_reload(path, reload):
+    accept = policy_change_filter([ROOT, ROOT.parent / ".hidden-root"])
+    assert accept(watchfiles.Change.added, str(ROOT / path)) is reload
+    assert accept(watchfiles.Change.modified, str(ROOT.parent / ".hidden-root" / path)) is reload
 
 
 @pytest.mark.parametrize("how", ["stop", "context manager"])

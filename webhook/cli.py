@@ -25,7 +25,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("fleetgate.webhook")
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
-POLICY_SUFFIXES = (".yaml", ".yml")
 
 
 def add_parser(subparsers: Any) -> None:
@@ -97,29 +96,11 @@ def _port(text: str) -> int:
     return value
 
 
-def policy_paths(directory: Path) -> list[Path]:
-    """The policy files under ``directory``, skipping hidden paths.
-
-    A ConfigMap volume holds each file twice: ``queues.yaml`` (a symlink) and
-    ``..2025_01_01_00_00_00.123/queues.yaml`` (the real file); loading both would report every
-    document as a duplicate.
-    """
-    if not directory.is_dir():
-        return [directory]
-    files = sorted(
-        path
-        for path in directory.rglob("*")
-        if path.suffix in POLICY_SUFFIXES
-        and not any(part.startswith(".") for part in path.relative_to(directory).parts)
-        and path.is_file()
-    )
-    return files or [directory]  # an empty directory: let the loader say so
-
-
 def run(args: argparse.Namespace) -> int:
     from engine.errors import FleetgateError
     from engine.policy.policyset import load_policy_set
     from engine.policy.reload import PolicyHolder
+    from engine.policy.source import policy_files
     from webhook.app import create_app
     from webhook.poll import Poller, fingerprint
     from webhook.serve import WebhookServer
@@ -137,14 +118,16 @@ def run(args: argparse.Namespace) -> int:
     directory: Path = args.policies
 
     def load() -> PolicySet:
-        return load_policy_set(policy_paths(directory), revision=args.revision)
+        return load_policy_set([directory], revision=args.revision)
 
     holder = PolicyHolder(load)
-    # Polled rather than watched with engine.policy.reload.PolicyWatcher: a ConfigMap update
-    # swaps the ..data symlink, and inotify names no .yaml file then (see webhook.poll). The
-    # poller looks before the first load, so an edit made meanwhile is loaded on the next poll.
+    # Polled with stat, like the certificate pair, rather than watched with
+    # engine.policy.reload.PolicyWatcher (which also sees a ConfigMap's ..data swap): one
+    # mechanism for both, an interval set by --policy-reload-interval, and no inotify watch
+    # limits. The poller looks before the first load, so an edit made meanwhile is loaded on
+    # the next poll.
     poller = Poller(
-        lambda: fingerprint(policy_paths(directory)),
+        lambda: fingerprint(policy_files([directory])[0]),
         holder.reload,
         args.policy_reload_interval,
         "policy-poller",

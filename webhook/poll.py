@@ -1,9 +1,9 @@
 """Polling files for changes: the certificate pair, and the policy files of a ConfigMap volume.
 
-Polling, not inotify: the kubelet updates Secret and ConfigMap volumes by writing a new hidden
-directory and swapping the ``..data`` symlink, which inotify reports only as events on
-``..2025_…`` and ``..data`` (no event names the files themselves). ``stat`` follows the symlinks,
-so a swap changes the inode and mtime seen here. A few ``stat`` calls per second cost nothing.
+The kubelet updates Secret and ConfigMap volumes by writing a new hidden directory and swapping
+the ``..data`` symlink; inotify reports that on ``..data`` and the hidden ``..2025_…`` copies,
+never on the visible file names. ``stat`` follows the symlinks, so a swap changes the inode and
+mtime seen here without knowing that layout. A few ``stat`` calls per second cost nothing.
 """
 
 from __future__ import annotations

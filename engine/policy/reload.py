@@ -1,7 +1,8 @@
 """Hot reload of the policy set: the only module that imports watchfiles.
 
-A change under the watched paths loads a complete new PolicySet; it replaces the live one with a
-single reference assignment, and only when it loaded without error. A bad edit leaves the last
+A change under the watched paths (a YAML file, or the ``..data`` swap by which the kubelet updates
+a ConfigMap volume) loads a complete new PolicySet; it replaces the live one with a single
+reference assignment, and only when it loaded without error. A bad edit leaves the last
 good set live and is recorded in ``PolicyHolder.status`` (for /readyz, metrics and logs).
 watchfiles groups a burst of events (a ``git checkout`` touching many files) into one reload.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import re
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -118,8 +120,37 @@ class PolicyHolder:
             return True
 
 
-def _policy_file_filter(change: watchfiles.Change, path: str) -> bool:
-    return path.endswith((".yaml", ".yml"))
+ChangeFilter = Callable[[watchfiles.Change, str], bool]
+
+# What the kubelet's AtomicWriter adds to a ConfigMap or Secret volume: the ..data symlink and
+# the timestamped directories it points at (..2025_03_10_10_00_00.123456789). Not ..data_tmp:
+# renaming it onto ..data is reported as a change of ..data.
+_KUBELET_ENTRY = re.compile(r"\.\.(data|\d.*)")
+
+
+def policy_change_filter(roots: Sequence[Path]) -> ChangeFilter:
+    """Which file events under the watched ``roots`` can change the loaded policies.
+
+    A ``.yaml``/``.yml`` file that ``policy_files`` reads, i.e. with no hidden component below
+    its root, and the swap of a ConfigMap volume. The kubelet updates one by writing a new
+    ``..<timestamp>/`` directory, renaming a symlink onto ``..data`` and removing the old
+    directory: events name ``..data`` and paths in those directories, never the visible
+    ``queues.yaml -> ..data/queues.yaml``. Other hidden paths (editor files like
+    ``.queues.yaml.swp`` or ``.#queues.yaml``, ``.git/``) are ignored.
+    """
+    absolute = sorted((root.absolute() for root in roots), key=lambda r: -len(r.parts))
+
+    def accept(change: watchfiles.Change, path: str) -> bool:
+        changed = Path(path).absolute()
+        below = next(
+            (changed.relative_to(r).parts for r in absolute if changed.is_relative_to(r)), ()
+        )
+        for part in below or (changed.name,):
+            if part.startswith("."):
+                return _KUBELET_ENTRY.fullmatch(part) is not None
+        return changed.suffix in (".yaml", ".yml")
+
+    return accept
 
 
 class PolicyWatcher:
@@ -171,7 +202,7 @@ class PolicyWatcher:
         watched = [p if p.is_dir() else p.parent for p in self._paths]
         changes = watchfiles.watch(
             *watched,
-            watch_filter=_policy_file_filter,
+            watch_filter=policy_change_filter(watched),
             debounce=self._debounce_ms,
             step=self._step_ms,
             stop_event=self._stop,

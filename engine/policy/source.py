@@ -61,12 +61,19 @@ class Document:
 
 
 def policy_files(paths: Iterable[Path]) -> tuple[list[Path], list[PolicyIssue]]:
-    """Expand directories (recursively, YAML files only, sorted) and check files exist."""
+    """Expand directories (recursively, YAML files only, sorted) and check files exist.
+
+    Inside a directory, hidden paths (a component of the path below the directory starts with
+    ".") are skipped: editor files like ``.queues.yaml.swp`` and, in a ConfigMap volume, the
+    kubelet's ``..2025_03_10_…/queues.yaml``, the real file behind the ``queues.yaml`` symlink
+    (``queues.yaml -> ..data/queues.yaml``, ``..data -> ..2025_03_10_…``). Symlinks are
+    followed, so each document is read once, under its visible name.
+    """
     files: list[Path] = []
     issues: list[PolicyIssue] = []
     for path in paths:
         if path.is_dir():
-            found = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in _SUFFIXES)
+            found = sorted(p for p in path.rglob("*") if _is_policy_file(p, path))
             if not found:
                 issues.append(_file_issue(path, "directory holds no .yaml or .yml file"))
             files.extend(found)
@@ -75,6 +82,11 @@ def policy_files(paths: Iterable[Path]) -> tuple[list[Path], list[PolicyIssue]]:
         else:
             issues.append(_file_issue(path, "no such file or directory"))
     return files, issues
+
+
+def _is_policy_file(path: Path, directory: Path) -> bool:
+    hidden = any(part.startswith(".") for part in path.relative_to(directory).parts)
+    return not hidden and path.suffix in _SUFFIXES and path.is_file()
 
 
 def read_documents(path: Path, text: str | None = None) -> tuple[list[Document], list[PolicyIssue]]:

@@ -1,8 +1,8 @@
 """``fleetgate webhook`` (run here as ``python -m webhook``): start, serve, reload, stop.
 
 Also the ConfigMap volume layout: each file exists twice (a symlink and the real file in a hidden
-timestamped directory) and an update swaps the ``..data`` symlink, which inotify reports without
-naming any .yaml file: the command polls the files instead.
+timestamped directory) and an update swaps the ``..data`` symlink; the command polls the files,
+and ``stat`` follows the symlinks to the new copies.
 """
 
 from __future__ import annotations
@@ -22,12 +22,11 @@ from pathlib import Path
 
 import pytest
 
-from engine.errors import PolicyLoadError
 from engine.policy.policyset import load_policy_set
 from engine.policy.reload import PolicyHolder
+from engine.policy.source import policy_files
 from tests.conftest import REPO
 from tests.webhook.helpers import created_binding, review, write_certificates
-from webhook.cli import policy_paths
 from webhook.poll import Poller, fingerprint
 
 PATIENCE_S = 15.0
@@ -50,23 +49,26 @@ def configmap_volume(root: Path, source: Path, stamp: str) -> Path:
     return root
 
 
-def test_policy_paths_skip_the_hidden_copies_of_a_configmap_volume(tmp_path):
+def watched_files(directory: Path) -> list[Path]:
+    """The files whose fingerprint the command polls."""
+    return policy_files([directory])[0]
+
+
+def test_a_configmap_volume_loads_like_the_plain_directory(tmp_path):
     volume = configmap_volume(tmp_path / "policies", REPO / "policies", "2025_03_10_09_00_00.1")
-    with pytest.raises(PolicyLoadError, match="duplicate name"):
-        load_policy_set([volume])  # what a plain directory load would do here
-    paths = policy_paths(volume)
-    assert [p.name for p in paths] == ["admission.yaml", "queues.yaml", "scheduling.yaml"]
-    assert load_policy_set(paths).digest == load_policy_set([REPO / "policies"]).digest
+    paths = watched_files(volume)
+    assert paths == [volume / name for name in ("admission.yaml", "queues.yaml", "scheduling.yaml")]
+    assert load_policy_set([volume]).digest == load_policy_set([REPO / "policies"]).digest
 
 
 def test_a_configmap_update_is_reloaded(tmp_path):
     source = tmp_path / "source"
     shutil.copytree(REPO / "policies", source)
     volume = configmap_volume(tmp_path / "policies", source, "2025_03_10_09_00_00.1")
-    holder = PolicyHolder(lambda: load_policy_set(policy_paths(volume)))
+    holder = PolicyHolder(lambda: load_policy_set([volume]))
     assert holder.reload(), holder.status.errors
     first = holder.current.version
-    poller = Poller(lambda: fingerprint(policy_paths(volume)), holder.reload, 60, "test")
+    poller = Poller(lambda: fingerprint(watched_files(volume)), holder.reload, 60, "test")
     assert not poller.check()
     queues = source / "queues.yaml"
     queues.write_text(queues.read_text().replace("  weight: 2\n", "  weight: 3\n"))
@@ -80,9 +82,9 @@ def test_a_configmap_update_is_reloaded(tmp_path):
 def test_a_bad_policy_edit_is_reported_once_and_retried_when_the_files_change(tmp_path):
     live = tmp_path / "policies"
     shutil.copytree(REPO / "policies", live)
-    holder = PolicyHolder(lambda: load_policy_set(policy_paths(live)))
+    holder = PolicyHolder(lambda: load_policy_set([live]))
     assert holder.reload()
-    poller = Poller(lambda: fingerprint(policy_paths(live)), holder.reload, 60, "test")
+    poller = Poller(lambda: fingerprint(watched_files(live)), holder.reload, 60, "test")
     queues = live / "queues.yaml"
     good = queues.read_text()
     queues.write_text(good.replace("  weight: 2\n", "  weight: -2\n"))
