@@ -67,36 +67,51 @@ class ClusterState:
         return other
 
     # --- what fits -----------------------------------------------------------------------------
-    def could_ever_hold(self, groups: Sequence[PodGroup]) -> bool:
-        """Whether the gang's totals fit the cluster's allocatable (the cluster empty)."""
-        need = vectors.total((g.requests, g.count) for g in groups)
-        return not vectors.shortfall(need, self.allocatable)
+    def could_ever_hold(self, groups: Sequence[PodGroup], need: Vec | None = None) -> bool:
+        """Whether the gang's totals (``need``, when given) fit the cluster's allocatable."""
+        if need is None:
+            need = vectors.total((g.requests, g.count) for g in groups)
+        allocatable = self.allocatable
+        return all(v <= allocatable.get(r, 0) for r, v in need.items())
 
-    def misfit(self, groups: Sequence[PodGroup]) -> Misfit | None:
-        """None when every pod of ``groups`` fits now; otherwise what is missing."""
-        need = vectors.total((g.requests, g.count) for g in groups)
-        short = vectors.shortfall(need, self.free)
-        if short:
+    def misfit(self, groups: Sequence[PodGroup], need: Vec | None = None) -> Misfit | None:
+        """None when every pod of ``groups`` (totals ``need``, when given) fits now; otherwise
+        what is missing."""
+        if need is None:
+            need = vectors.total((g.requests, g.count) for g in groups)
+        free = self.free
+        if any(v > free.get(r, 0) for r, v in need.items()):
+            short = vectors.shortfall(need, free)
             r = min(short)
             return Misfit(
                 short,
                 0,
                 f"needs {vectors.describe(r, need[r])} {r}, "
-                f"{vectors.describe(r, max(self.free.get(r, 0), 0))} free",
+                f"{vectors.describe(r, max(free.get(r, 0), 0))} free",
             )
         if self.nodes is None:
             return None
-        left = self._place_nodes(dict(self.nodes), groups)[1]
-        if not left:
-            return None
+        if len(groups) == 1:  # one pod shape: each node takes what it can, independently
+            group = groups[0]
+            shape = self._shape(group.requests)
+            if not any(shape):
+                return None
+            room = sum(n * _per_node(f, shape) for f, n in self.nodes.items())
+            if room >= group.count:
+                return None
+            left: tuple[PodGroup, int] | None = (group, group.count - room)
+        else:
+            left = self._place_nodes(dict(self.nodes), groups)[1]
+            if not left:
+                return None
         group, missing = left
-        shape = vectors.describe_vec(
+        shape_text = vectors.describe_vec(
             {r: group.requests[r] for r in self.model if r in group.requests}
         )
         return Misfit(
             {},
             missing,
-            f"{missing} of {group.count} pods needing {shape} find no node with room "
+            f"{missing} of {group.count} pods needing {shape_text} find no node with room "
             f"({self.nodes_with_room(group.requests)} such nodes free)",
         )
 

@@ -68,19 +68,15 @@ class Cycle:
             for name in job.in_flight:
                 if name in self.clusters:
                     self.clusters[name].place(job.pods[name])  # in flight
-        self.placer = Placer(snapshot, policies, self.clusters, now, self._queue_values)
+        self.placer = Placer(snapshot, policies, self.clusters, now, self._queue_values, self.cache)
         self.decisions: list[Decision] = []
         # queue → (binding ref, order key) of every job that keeps its place in the queue
         self.waiting: dict[str, list[tuple[str, tuple[Any, ...]]]] = defaultdict(list)
         self.admitted_count: Counter[str] = Counter(
             j.mapped.queue for j in self.admitted if self.quota.node(j.mapped.queue)
         )
-        self.taken: set[str] = set()
-        self.by_queue: dict[str, list[AdmittedJob]] = defaultdict(list)
-        for job in sorted(self.admitted, key=preemption.victim_order):
-            self.by_queue[job.mapped.queue].append(job)
+        self.victims = preemption.VictimIndex(self.admitted)
         self.no_victims: set[tuple[Any, ...]] = set()
-        self.pools: dict[tuple[Any, ...], preemption.VictimPool] = {}
         self.searched: set[str] = set()  # queues that had their preemption search this cycle
         self.blocked: dict[str, PendingJob] = {}  # StrictFIFO leaf → its blocked head
         self.order: QueueOrder | None = None
@@ -199,41 +195,26 @@ class Cycle:
         if leaf.name in self.searched:
             return False
         pods = tuple((tuple(sorted(g.requests.items())), g.count) for g in job.pods)
-        shape = (leaf.name, job.mapped.priority, pods)
-        if shape in self.no_victims:
+        shape = (leaf.name, job.mapped.priority, pods, len(self.victims.taken))
+        queue = self.policies.queue(leaf.name)
+        if shape in self.no_victims or queue is None:
             return False
-        needs = tuple(r for r in self.quota.resources if job.demand.get(r, 0))
-        within = self.quota.within_guarantee(leaf, job.demand)
-        pool_key = (leaf.name, job.mapped.priority, needs, within, len(self.taken))
-        pool = self.pools.get(pool_key)
-        if pool is None:
-            pool = preemption.VictimPool.of(
-                *preemption.candidates(
-                    job, leaf, self.quota, self.policies, self.by_queue, self.taken
-                )
-            )
-            self.pools[pool_key] = pool
-        if not pool.victims:
-            self.no_victims.add(shape)
-            return False
+        search = preemption.Search(job, leaf, queue, self.quota, self.victims)
         key = self.placer.job_projector.key(self.placer.job_variables(job))
         targets = [
             n
             for n in self.placer.candidates(job, key).names
-            if pool.may_fit(job, self.clusters[n]) and self.clusters[n].could_ever_hold(job.pods)
+            if self.clusters[n].could_ever_hold(job.pods, job.demand)
         ]
-        if not targets:
+        if not targets or search.hopeless():
             self.no_victims.add(shape)
             return False
         self.searched.add(leaf.name)
-        victims, reclaimers = pool.victims, pool.reclaimers
-        chosen = preemption.choose(
-            job, leaf, self.quota, self.clusters, targets, victims, reclaimers
-        )
+        chosen = preemption.choose(search, self.clusters, targets)
         if chosen is None:
             self.no_victims.add(shape)
             return False
-        self.taken.update(v.ref for v in chosen.victims)
+        self.victims.take(chosen.victims)
         # Hold the preemptor's quota for the rest of the cycle on top of the victims' (they run
         # until they terminate), so no later job takes what the preemptor will need.
         self.quota.add(leaf, job.demand)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import operator
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -101,14 +102,22 @@ def backoff_place(item: Backoff) -> tuple[str, tuple[Any, ...]]:
     return ref, (-priority, when, item.binding.uid or ref)
 
 
+_first = operator.itemgetter(0)
+
+
 def with_positions(
     decisions: Sequence[Decision], waiting: Mapping[str, Sequence[tuple[str, tuple[Any, ...]]]]
 ) -> list[Decision]:
     """Give each waiting job its 1-based place among its queue's jobs still waiting (the
-    queue order: priority, enqueue time, uid)."""
+    queue order: priority, enqueue time, uid).
+
+    Only the queues that hold one of ``decisions`` are sorted: an incremental cycle asks for
+    one decision's position among thousands of waiting jobs."""
+    wanted = {d.binding for d in decisions}
     position = {
         ref: i
         for jobs in waiting.values()
+        if not wanted.isdisjoint(map(_first, jobs))
         for i, (ref, _) in enumerate(sorted(jobs, key=lambda j: j[1]), start=1)
     }
     return [

@@ -2,22 +2,25 @@
 hold quota and capacity.
 
 A job's queue, tenant, priority and gang settings come from the SchedulingPolicy's CEL, once per
-(binding uid, generation, policy version): ``JobCache`` keeps them between cycles.
+(binding uid, generation, policy version): ``JobCache`` keeps them between cycles. It also keeps
+each pending job as built (while its binding and workload are the very same objects, under the
+same policy version and PriorityClass value), PriorityClass values per snapshot, and whatever
+placement keeps per policy version (see ``placement.PlacementMemo``).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from engine import annotations as ann
 from engine.cycle import vectors
 from engine.cycle.jobvalues import EPOCH, JobValues
 from engine.cycle.reasons import Reason
 from engine.cycle.vectors import Vec
-from engine.fleet.model import BindingView, Snapshot
+from engine.fleet.model import BindingView, PriorityClassView, Snapshot
 from engine.policy import cel
 from engine.policy.memo import MemoEvaluator
 from engine.policy.model import AdmitOn, SchedulingPolicy
@@ -26,6 +29,7 @@ from engine.resources import PODS, Resources
 from engine.workloads.model import Role, Workload
 
 POD = {PODS: 1000}
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,12 +96,27 @@ def workload_ref(binding: BindingView, workload: Workload | None) -> str:
 
 
 class JobCache:
-    """Mapping results kept between cycles, bounded; keyed by binding uid, generation, version."""
+    """Per-job results kept between cycles, bounded.
+
+    Mapping results are keyed by binding uid, generation and policy version. Pending jobs are
+    kept per binding and PriorityClass value, and used while the binding and workload are the
+    very (immutable) objects they were built from. Pending jobs, evaluators and placement
+    state are kept for the latest policy version only.
+    """
 
     def __init__(self, max_entries: int = 500_000) -> None:
         self._entries: dict[tuple[Any, ...], Mapped] = {}
         self.max_entries = max_entries
         self._evaluators: dict[str, tuple[MemoEvaluator, MemoEvaluator]] = {}
+        # (namespace, name, PriorityClass value) → the job, for policy ``_pending_version``;
+        # the job holds its binding and workload, which must be the very objects of the cycle
+        self._pending: dict[tuple[str, str, int], PendingJob] = {}
+        self._pending_version: str | None = None
+        self._priorities: tuple[tuple[PriorityClassView, ...], dict[str | None, int | None]] = (
+            (),
+            {},
+        )
+        self._placement: dict[str, Any] = {}
 
     def evaluators(self, policies: PolicySet) -> tuple[MemoEvaluator, MemoEvaluator]:
         found = self._evaluators.get(policies.version)
@@ -116,6 +135,44 @@ class JobCache:
         if len(self._entries) >= self.max_entries:
             self._entries.clear()
         self._entries[key] = value
+
+    def pending(
+        self, binding: BindingView, workload: Workload, version: str, priority_value: int
+    ) -> PendingJob | None:
+        """The pending job kept for exactly these objects and values, if any."""
+        if version != self._pending_version:
+            return None
+        job = self._pending.get((binding.namespace, binding.name, priority_value))
+        if job is None or job.binding is not binding or job.workload is not workload:
+            return None
+        return job
+
+    def keep_pending(self, job: PendingJob, version: str, priority_value: int) -> None:
+        if version != self._pending_version or len(self._pending) >= self.max_entries:
+            self._pending = {}
+            self._pending_version = version
+        binding = job.binding
+        self._pending[(binding.namespace, binding.name, priority_value)] = job
+
+    def priority_value(self, snapshot: Snapshot, name: str | None) -> int | None:
+        """``snapshot.priority_value(name)``, remembered while the snapshot's tuple of
+        PriorityClasses is the same object (the entry holds it, so its id is not reused)."""
+        classes, values = self._priorities
+        if classes is not snapshot.priority_classes:
+            classes, values = snapshot.priority_classes, {}
+            self._priorities = (classes, values)
+        if name in values:
+            return values[name]
+        value = values[name] = snapshot.priority_value(name)
+        return value
+
+    def placement(self, version: str, build: Callable[[], T]) -> T:
+        """What placement keeps between cycles, for policy ``version`` (only the latest)."""
+        found = self._placement.get(version)
+        if found is None:
+            found = build()
+            self._placement = {version: found}
+        return found
 
 
 def map_job(
@@ -226,22 +283,35 @@ def read_job(
     if binding.labels.get(ann.MANAGED) != "true":
         return None
     workload = snapshot.workload_for(binding)
-    priority_value = snapshot.priority_value(workload.priority_class_name if workload else None)
+    priority_value = cache.priority_value(
+        snapshot, workload.priority_class_name if workload else None
+    )
+    admitted = _is_admitted(binding)
+    until = None if admitted else ann.parse_time(binding.annotations.get(ann.BACKOFF_UNTIL, ""))
+    waits = until is not None and until > now
+    if not admitted and not waits and workload is not None and priority_value is not None:
+        kept = cache.pending(binding, workload, policies.version, priority_value)
+        if kept is not None:
+            return kept
     mapped: Mapped | None = None
     values: JobValues | None = None
     if workload is not None and priority_value is not None:
         values = JobValues(workload, priority_value)
         mapped = map_job(policies, cache, binding, values, priority_value, now)
         values.queue, values.tenant, values.priority = mapped.queue, mapped.tenant, mapped.priority
-    if _is_admitted(binding):
+    if admitted:
         if workload is None or mapped is None or len(binding.finished) >= len(binding.clusters):
             return None
         ttl = dt.timedelta(seconds=policies.scheduling.requeue.startup_timeout)
         return _admitted(binding, workload, mapped, now, ttl)
-    until = ann.parse_time(binding.annotations.get(ann.BACKOFF_UNTIL, ""))
-    if until is not None and until > now:
+    if until is not None and waits:
         return Backoff(binding, mapped, until)
-    return _pending(snapshot, policies, binding, workload, mapped, values)
+    job = _pending(snapshot, policies, binding, workload, mapped, values)
+    if job.problem is None and priority_value is not None:
+        # built from the binding, the workload, the policies and the mapping (itself from the
+        # binding, the workload, the policies and the PriorityClass value): nothing per cycle
+        cache.keep_pending(job, policies.version, priority_value)
+    return job
 
 
 def _is_admitted(binding: BindingView) -> bool:

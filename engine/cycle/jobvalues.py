@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator, Mapping
+from collections.abc import Hashable, Iterator, Mapping
 from typing import Any
 
+from engine.policy.access import Projector
+from engine.resources import PODS
 from engine.workloads.model import Workload
 
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
@@ -14,7 +16,7 @@ EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 class JobValues(Mapping[str, Any]):
     """The CEL ``job`` variable of a workload, built field by field as expressions read it."""
 
-    __slots__ = ("_cache", "priority", "queue", "tenant", "workload")
+    __slots__ = ("_cache", "_part", "priority", "queue", "tenant", "workload")
 
     def __init__(self, workload: Workload, priority: int) -> None:
         self.workload = workload
@@ -22,6 +24,19 @@ class JobValues(Mapping[str, Any]):
         self.queue = ""
         self.tenant = ""
         self._cache: dict[str, Any] = {}
+        self._part: tuple[Projector, Hashable] | None = None
+
+    def part(self, projector: Projector) -> Hashable:
+        """``projector.part("job", self)``, kept for the last projector asked.
+
+        Sound while the values do not change: the workload is immutable, and ``queue``,
+        ``tenant`` and ``priority`` are set once, from the mapping, before anything reads them.
+        """
+        found = self._part
+        if found is None or found[0] is not projector:
+            found = (projector, projector.part("job", self))
+            self._part = found
+        return found[1]
 
     _KEYS = (
         "apiVersion",
@@ -81,7 +96,7 @@ class JobValues(Mapping[str, Any]):
                 return {}
             case "components" | "total":
                 if key not in self._cache:
-                    self._cache["total"] = w.total.to_floats()
+                    self._cache["total"] = float_total(w)
                     self._cache["components"] = [
                         {"name": r.name, "replicas": r.replicas, "requests": r.requests.to_floats()}
                         for r in w.roles
@@ -94,3 +109,29 @@ class JobValues(Mapping[str, Any]):
 
     def __len__(self) -> int:
         return len(self._KEYS)
+
+
+def float_total(workload: Workload) -> dict[str, float]:
+    """``workload.total.to_floats()`` without building the exact sums as Fractions.
+
+    Per resource, the exact sum of requests × replicas (+ pods) is kept as an integer
+    numerator over the product of the denominators, and converted with one integer division,
+    which Python rounds correctly, as ``float(Fraction)`` does: the same floats, the same
+    (sorted) keys, zero sums left out.
+    """
+    sums: dict[str, tuple[int, int]] = {}
+    for role in workload.roles:
+        replicas = role.replicas
+        for name, amount in role.requests.items():
+            n, d = amount.numerator * replicas, amount.denominator
+            found = sums.get(name)
+            if found is None:
+                sums[name] = (n, d)
+            elif found[1] == d:
+                sums[name] = (found[0] + n, d)
+            else:
+                sums[name] = (found[0] * d + n * found[1], found[1] * d)
+    pods = workload.pods
+    found = sums.get(PODS)
+    sums[PODS] = (pods, 1) if found is None else (found[0] + pods * found[1], found[1])
+    return {name: n / d for name, (n, d) in sorted(sums.items()) if n}

@@ -4,7 +4,9 @@ Candidates, each check naming the first one a cluster fails (the per-cluster rea
 excluded after a failure, not Ready, kind not served (apiEnablements), the binding's placement
 (cluster affinity from its PropagationPolicy; with ordered ``clusterAffinities`` any group may
 be used, earlier groups preferred), untolerated taints, then the SchedulingPolicy's CEL filters.
-The static part is cached per (placement, kind, exclusions, what the filters read of the job).
+The static part is cached per (placement, kind, exclusions, what the filters read of the job);
+with a ``JobCache``, that cache, the CEL results and each job's projection are kept between
+cycles (``PlacementMemo``), the static part while the clusters' views are the same objects.
 
 A job that may not span clusters fits one cluster whole (totals and node shape). A splittable
 job (one pod shape, ``allowSplit``) goes whole to one cluster when one fits, else its pods are
@@ -23,12 +25,13 @@ from typing import Any
 from engine import annotations as ann
 from engine.cycle import vectors
 from engine.cycle.capacity import ClusterState
-from engine.cycle.jobs import PendingJob, PodGroup
+from engine.cycle.jobs import JobCache, PendingJob, PodGroup
+from engine.cycle.jobvalues import JobValues
 from engine.cycle.reasons import Reason
 from engine.fleet.affinity import untolerated
-from engine.fleet.model import PlacementView, Snapshot, affinity_allows
+from engine.fleet.model import ClusterView, PlacementView, Snapshot, affinity_allows
 from engine.policy import cel
-from engine.policy.access import Projector
+from engine.policy.access import MISSING_ROOT, Projector
 from engine.policy.memo import MemoEvaluator
 from engine.policy.model import PlacementStrategy
 from engine.policy.policyset import PolicySet
@@ -54,6 +57,58 @@ class Candidates:
     later: tuple[str, ...] = ()  # out only for now (not Ready, excluded for a while)
 
 
+MAX_STATIC = 100_000
+
+
+class PlacementMemo:
+    """What placement keeps between cycles for one policy version (in the ``JobCache``).
+
+    The CEL results (keyed by every field the expressions read, ``cluster.free`` included, so
+    they hold in any cycle), the projectors (persistent, so a job's projection can be kept on
+    its ``JobValues``), and the static candidates, kept only while the clusters' views are the
+    very same objects as in the cycle that found them.
+    """
+
+    __slots__ = (
+        "cluster_projector",
+        "job_projector",
+        "memo",
+        "reads_free",
+        "reads_queue",
+        "static",
+        "views",
+    )
+
+    def __init__(self, policies: PolicySet) -> None:
+        placement = policies.scheduling.placement
+        programs = [f.expression.program for f in placement.filters] + [
+            s.expression.program for s in placement.scores
+        ]
+        self.memo = MemoEvaluator(programs, cel.PLACEMENT_VARS, max_entries=500_000)
+        paths = [p for program in programs for p in program.accesses]
+        self.job_projector = Projector(p for p in paths if p[0] in JOB_SIDE)
+        self.cluster_projector = Projector(p for p in paths if p[0] == "cluster")
+        self.reads_queue = any(p[0] == "queue" for p in paths)
+        # filters reading cluster.free (or the whole cluster) change as the cycle admits: no
+        # static candidate cache
+        self.reads_free = any(p[:2] == ("cluster", "free") or p == ("cluster",) for p in paths)
+        self.views: tuple[ClusterView, ...] | None = None
+        self.static: dict[Any, Candidates] = {}
+
+    def static_for(self, views: tuple[ClusterView, ...]) -> dict[Any, Candidates]:
+        """The static candidates cache for clusters with these views: the kept one when they
+        are the same objects, in the same order, as last time; else a new, empty one."""
+        kept = self.views
+        if (
+            kept is None
+            or len(kept) != len(views)
+            or any(a is not b for a, b in zip(kept, views, strict=True))
+        ):
+            self.views = views
+            self.static = {}
+        return self.static
+
+
 class Placer:
     def __init__(
         self,
@@ -62,6 +117,7 @@ class Placer:
         clusters: Mapping[str, ClusterState],
         now: dt.datetime,
         queue_values: Callable[[str], Mapping[str, Any]],
+        cache: JobCache | None = None,
     ) -> None:
         self.snapshot = snapshot
         self.clusters = clusters
@@ -71,18 +127,19 @@ class Placer:
         self.strategy = placement.strategy
         self.filters = placement.filters
         self.scores = placement.scores
-        programs = [f.expression.program for f in self.filters] + [
-            s.expression.program for s in self.scores
-        ]
-        self.memo = MemoEvaluator(programs, cel.PLACEMENT_VARS, max_entries=500_000)
-        paths = [p for program in programs for p in program.accesses]
-        self.job_projector = Projector(p for p in paths if p[0] in JOB_SIDE)
-        self.cluster_projector = Projector(p for p in paths if p[0] == "cluster")
-        self.reads_queue = any(p[0] == "queue" for p in paths)
-        # filters reading cluster.free change as the cycle admits: no static candidate cache
-        self.reads_free = any(p[:2] == ("cluster", "free") for p in paths)
+        kept = (
+            cache.placement(policies.version, lambda: PlacementMemo(policies))
+            if cache is not None
+            else PlacementMemo(policies)
+        )
+        self.memo = kept.memo.fork()  # results shared between cycles, counts per cycle
+        self.job_projector = kept.job_projector
+        self.cluster_projector = kept.cluster_projector
+        self.reads_queue = kept.reads_queue
+        self.reads_free = kept.reads_free
+        self._job_roots = self.job_projector.roots
         self._cluster_keys: dict[str, tuple[int, Any, Mapping[str, Any]]] = {}
-        self._static: dict[Any, Candidates] = {}
+        self._static = kept.static_for(tuple(state.view for state in clusters.values()))
         self._failures: dict[Any, PlaceResult] = {}
 
     # --- candidates ----------------------------------------------------------------------------
@@ -92,14 +149,46 @@ class Placer:
             values["queue"] = self.queue_values(job.mapped.queue)
         return values
 
+    def job_key(self, job: PendingJob) -> Any:
+        """``self.job_projector.key(self.job_variables(job))``, with the ``job`` part kept on
+        the job's values (``now`` and ``queue`` change between and within cycles)."""
+        roots = self._job_roots
+        values = job.values
+        part = (
+            values.part(self.job_projector)
+            if isinstance(values, JobValues)
+            else self.job_projector.part("job", values)
+        )
+        if roots == ("job",):
+            return (part,)
+        variables = self.job_variables(job)
+        return tuple(
+            part
+            if root == "job"
+            else self.job_projector.part(root, variables[root])
+            if root in variables
+            else MISSING_ROOT
+            for root in roots
+        )
+
     def candidates(self, job: PendingJob, job_key: Any) -> Candidates:
         placement = self._placement(job)
         exclusions = job.binding.annotations.get(ann.EXCLUDED_CLUSTERS, "")
         resource = job.binding.resource
-        static_key = (placement, resource.api_version, resource.kind, exclusions, job_key)
+        static_key: tuple[Any, ...] = (
+            placement,
+            resource.api_version,
+            resource.kind,
+            exclusions,
+            job_key,
+        )
+        if exclusions:  # whether an exclusion still holds depends on now
+            static_key += (self.now,)
         found = self._static.get(static_key)
         if found is None or self.reads_free:
             found = self._candidates(job, placement, exclusions, job_key)
+            if len(self._static) >= MAX_STATIC:
+                self._static.clear()
             self._static[static_key] = found
         return found
 
@@ -170,7 +259,7 @@ class Placer:
 
     # --- placing -------------------------------------------------------------------------------
     def place(self, job: PendingJob, splittable: bool) -> PlaceResult:
-        job_key = self.job_projector.key(self.job_variables(job))
+        job_key = self.job_key(job)
         candidates = self.candidates(job, job_key)
         pods = job.pods
         fail_key = (candidates.names, _signature(pods), splittable, job_key)
@@ -197,11 +286,11 @@ class Placer:
         ever = False
         for name in candidates.names:
             state = self.clusters[name]
-            if not state.could_ever_hold(pods):
+            if not state.could_ever_hold(pods, job.demand):
                 reasons[name] = "gang larger than the cluster's allocatable"
                 continue
             ever = True
-            misfit = state.misfit(pods)
+            misfit = state.misfit(pods, job.demand)
             if misfit is None:
                 fitting.append(name)
             else:

@@ -9,24 +9,30 @@ Candidates, in order:
    queue with a lower priority.
 Inside each group: lowest priority first, then the most recently admitted, then uid.
 
-For every cluster the job may use, victims are added in that order while they free something
-the job lacks (room on that cluster, or quota), until quota and the cluster both fit; then
-each victim that is not needed after all is dropped again. The cluster needing the fewest
-victims (then the lowest priorities) wins. Nothing is preempted unless the job then fits.
-Jobs admitted in this cycle are never victims, and a victim of one job is not offered to
-another, so no job can be preempted for a job that it preempted (no A→B→A cycles).
+On a cluster the job may use, candidates are taken in that order while they free something the
+job still lacks: quota it is short of, or room on that cluster. When quota and the cluster both
+fit, each victim that is not needed after all is dropped again.
+
+Clusters are tried in order of a lower bound on the victims they need (the fewest candidates
+whose amounts could cover what is missing, by totals), at most ``EXAMINED`` of them; a cluster
+whose bound exceeds the fewest victims found so far is not tried. The cluster needing the fewest
+victims wins, then the one whose victims have the lowest priorities, then the first by name.
+Nothing is preempted unless the job then fits. Jobs admitted in this cycle are never victims,
+and a victim of one job is not offered to another, so no job can be preempted for a job that it
+preempted (no A→B→A cycles).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from engine.cycle.capacity import ClusterState
 from engine.cycle.jobs import AdmittedJob, PendingJob
 from engine.cycle.quota import QuotaNode, QuotaTree
-from engine.policy.model import ReclaimPolicy, WithinQueuePreemption
-from engine.policy.policyset import PolicySet
+from engine.policy.model import Queue, ReclaimPolicy, WithinQueuePreemption
+
+EXAMINED = 8  # clusters given the full victim search in one preemption attempt
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,88 +42,186 @@ class Preemption:
     reclaim: frozenset[str]  # refs of victims taken by reclaim (the rest: lower priority)
 
 
-def candidates(
-    job: PendingJob,
-    leaf: QuotaNode,
-    quota: QuotaTree,
-    policies: PolicySet,
-    admitted_by_queue: Mapping[str, Sequence[AdmittedJob]],
-    taken: set[str],
-) -> tuple[list[AdmittedJob], frozenset[str]]:
-    """Victims in the order they are tried; ``admitted_by_queue`` lists each queue's admitted
-    jobs already sorted by ``victim_order``."""
-    queue = policies.queue(leaf.name)
-    if queue is None:
-        return [], frozenset()
-    needs = [r for r in quota.resources if job.demand.get(r, 0)]
-    reclaim_ok = (
-        queue.preemption.reclaim == ReclaimPolicy.ANY
-        and bool(needs)
-        and quota.within_guarantee(leaf, job.demand)
-    )
-    lower_ok = queue.preemption.within_queue == WithinQueuePreemption.LOWER_PRIORITY
-    reclaim: list[AdmittedJob] = []
-    if reclaim_ok:
-        for name, jobs in admitted_by_queue.items():
-            owner = quota.node(name)
-            if name != leaf.name and owner is not None and quota.borrowing(owner, needs):
-                reclaim.extend(v for v in jobs if v.ref not in taken and v.usage)
-        reclaim.sort(key=victim_order)
-    lower: list[AdmittedJob] = []
-    if lower_ok:
-        priority = job.mapped.priority
-        for victim in admitted_by_queue.get(leaf.name, ()):
-            if victim.mapped.priority >= priority:
-                break  # sorted by priority: the rest are not lower
-            if victim.ref not in taken and victim.usage:
-                lower.append(victim)
-    return reclaim + lower, frozenset(v.ref for v in reclaim)
-
-
-@dataclass(frozen=True, slots=True)
-class VictimPool:
-    victims: tuple[AdmittedJob, ...]  # in the order they are tried
-    reclaimers: frozenset[str]
-    on_cluster: Mapping[str, Mapping[str, int]]  # cluster → what all victims hold there
-    total: Mapping[str, int]  # what all victims hold
-
-    @staticmethod
-    def of(victims: Sequence[AdmittedJob], reclaimers: frozenset[str]) -> VictimPool:
-        on_cluster: dict[str, dict[str, int]] = {}
-        total: dict[str, int] = {}
-        for victim in victims:
-            for name, usage in victim.usage.items():
-                held = on_cluster.setdefault(name, {})
-                for r, v in usage.items():
-                    held[r] = held.get(r, 0) + v
-                    total[r] = total.get(r, 0) + v
-        return VictimPool(tuple(victims), reclaimers, on_cluster, total)
-
-    def may_fit(self, job: PendingJob, cluster: ClusterState) -> bool:
-        """Totals only: could the job fit ``cluster`` if every victim there were gone?"""
-        held = self.on_cluster.get(cluster.name, {})
-        free = cluster.free
-        return all(free.get(r, 0) + held.get(r, 0) >= v for r, v in job.demand.items())
-
-
 def victim_order(victim: AdmittedJob) -> tuple:
     return (victim.mapped.priority, -victim.admitted_at.timestamp(), victim.binding.uid)
 
 
+class VictimIndex:
+    """The cycle's admitted jobs that may be preempted, in victim order, by queue and cluster.
+    Built once per cycle; ``take`` removes the victims of each decided preemption."""
+
+    def __init__(self, admitted: Iterable[AdmittedJob]) -> None:
+        self.order = sorted((j for j in admitted if j.usage), key=victim_order)
+        self.rank = {v.ref: i for i, v in enumerate(self.order)}
+        self.by_queue: dict[str, list[AdmittedJob]] = {}
+        self.on_cluster: dict[str, list[AdmittedJob]] = {}
+        for victim in self.order:
+            self.by_queue.setdefault(victim.mapped.queue, []).append(victim)
+            for name in victim.usage:
+                self.on_cluster.setdefault(name, []).append(victim)
+        self.taken: set[str] = set()
+
+    def take(self, victims: Iterable[AdmittedJob]) -> None:
+        self.taken.update(v.ref for v in victims)
+
+
+class Search:
+    """One preemption attempt for ``job``: who may be taken, and what quota it is short of."""
+
+    def __init__(
+        self,
+        job: PendingJob,
+        leaf: QuotaNode,
+        queue: Queue,
+        quota: QuotaTree,
+        index: VictimIndex,
+    ) -> None:
+        self.job, self.leaf, self.quota, self.index = job, leaf, quota, index
+        needs = [r for r in quota.resources if job.demand.get(r, 0)]
+        owners: set[str] = set()
+        if (
+            queue.preemption.reclaim == ReclaimPolicy.ANY
+            and needs
+            and quota.within_guarantee(leaf, job.demand)
+        ):
+            for name in index.by_queue:
+                node = quota.node(name)
+                if name != leaf.name and node is not None and quota.borrowing(node, needs):
+                    owners.add(name)
+        self.owners = owners
+        self.lower = queue.preemption.within_queue == WithinQueuePreemption.LOWER_PRIORITY
+        miss = quota.check(leaf, job.demand)
+        self.short = dict(miss.short) if miss is not None else {}
+        self._quota_candidates: list[AdmittedJob] | None = None
+
+    # --- candidates ----------------------------------------------------------------------------
+    def eligible(self, victim: AdmittedJob) -> bool:
+        if victim.ref in self.index.taken:
+            return False
+        queue = victim.mapped.queue
+        if queue in self.owners:
+            return True
+        return (
+            self.lower
+            and queue == self.leaf.name
+            and victim.mapped.priority < self.job.mapped.priority
+        )
+
+    def order(self, victim: AdmittedJob) -> tuple[int, int]:
+        """Reclaim candidates first, each group in victim order."""
+        return (0 if victim.mapped.queue in self.owners else 1, self.index.rank[victim.ref])
+
+    def quota_candidates(self) -> list[AdmittedJob]:
+        """Eligible victims that free some quota resource the job is short of, in order."""
+        if self._quota_candidates is None:
+            short = self.short
+            found = [
+                v
+                for q in sorted(self.owners | {self.leaf.name})
+                for v in self.index.by_queue.get(q, ())
+                if any(v.demand.get(r, 0) for r in short) and self.eligible(v)
+            ]
+            self._quota_candidates = sorted(found, key=self.order)
+        return self._quota_candidates
+
+    def near(self, cluster: str) -> list[AdmittedJob]:
+        """Eligible victims running on ``cluster``, in order."""
+        found = [v for v in self.index.on_cluster.get(cluster, ()) if self.eligible(v)]
+        return sorted(found, key=self.order)
+
+    def hopeless(self) -> bool:
+        """No set of victims could make the job fit its quota."""
+        if not self.short:
+            return False
+        leaf, quota, demand = self.leaf, self.quota, self.job.demand
+        if any(demand.get(r, 0) > quota.potential(leaf, r) for r in self.short):
+            return True
+        return _fewest(self.short, [v.demand for v in self.quota_candidates()]) is None
+
+    def lower_bound(self, cluster: ClusterState, near: Sequence[AdmittedJob]) -> int | None:
+        """The fewest victims that could make the job fit quota and ``cluster`` by totals;
+        None when even all of them could not."""
+        free = cluster.free
+        missing = {r: v - free.get(r, 0) for r, v in self.job.demand.items() if v > free.get(r, 0)}
+        bound = _fewest(missing, [v.usage.get(cluster.name, {}) for v in near])
+        if bound is None or not self.short:
+            return bound
+        quota_bound = _fewest(self.short, [v.demand for v in self.quota_candidates()])
+        return None if quota_bound is None else max(bound, quota_bound)
+
+    # --- the search on one cluster -------------------------------------------------------------
+    def on_cluster(self, cluster: ClusterState, near: Sequence[AdmittedJob]) -> list[AdmittedJob]:
+        """The victims that make the job fit ``cluster`` (empty when none do)."""
+        job, quota, leaf, name = self.job, self.quota, self.leaf, cluster.name
+        short = self.short
+        sequence = _merged(near, self.quota_candidates() if short else [], self.order)
+        trial = cluster.copy()
+        chosen: list[AdmittedJob] = []
+        removed: list[tuple[QuotaNode, Mapping[str, int]]] = []
+        freed_quota = dict.fromkeys(short, 0)
+        taken_from: dict[str, dict[str, int]] = {}  # reclaimed queue → demand taken from it
+        quota_fits = not short
+        room_fits = trial.misfit(job.pods, job.demand) is None
+        try:
+            for victim in sequence:
+                here = name in victim.usage
+                frees_short = not quota_fits and any(victim.demand.get(r, 0) for r in short)
+                if not (frees_short or (here and not room_fits)):
+                    continue  # frees nothing the job still lacks
+                owner = quota.node(victim.mapped.queue)
+                if victim.mapped.queue in self.owners:
+                    if owner is None or not _keeps_guarantee(job, quota, owner, victim, taken_from):
+                        continue
+                    held = taken_from.setdefault(victim.mapped.queue, {})
+                    for r, v in victim.demand.items():
+                        held[r] = held.get(r, 0) + v
+                chosen.append(victim)
+                if owner is not None:
+                    quota.remove(owner, victim.demand)
+                    removed.append((owner, victim.demand))
+                for r in short:
+                    freed_quota[r] += victim.demand.get(r, 0)
+                if here:
+                    trial.release(victim.pods[name])
+                    room_fits = (
+                        not _totals_short(job.demand, trial.free)
+                        and trial.misfit(job.pods, job.demand) is None
+                    )
+                if not quota_fits and all(freed_quota[r] >= v for r, v in short.items()):
+                    quota_fits = quota.check(leaf, job.demand) is None
+                if quota_fits and room_fits:
+                    break
+        finally:
+            for owner, demand in reversed(removed):
+                quota.add(owner, demand)
+        if not (quota_fits and room_fits):
+            return []
+        for victim in reversed(chosen[:-1]):
+            fewer = [v for v in chosen if v is not victim]
+            if _fits(job, leaf, quota, cluster, fewer):
+                chosen = fewer
+        return chosen
+
+
 def choose(
-    job: PendingJob,
-    leaf: QuotaNode,
-    quota: QuotaTree,
-    clusters: Mapping[str, ClusterState],
-    targets: Sequence[str],
-    victims: Sequence[AdmittedJob],
-    reclaimers: frozenset[str],
+    search: Search, clusters: Mapping[str, ClusterState], targets: Sequence[str]
 ) -> Preemption | None:
-    """The best (cluster, victims) that makes ``job`` fit, or None."""
-    best: tuple[tuple, Preemption] | None = None
+    """The best (cluster, victims) that makes the job fit, or None."""
+    if search.hopeless():
+        return None
+    ranked: list[tuple[int, str, list[AdmittedJob]]] = []
     for name in targets:
-        chosen = _for_cluster(job, leaf, quota, clusters[name], victims, reclaimers)
-        if chosen is None:
+        near = search.near(name)
+        bound = search.lower_bound(clusters[name], near)
+        if bound is not None:
+            ranked.append((bound, name, near))
+    ranked.sort(key=lambda x: (x[0], x[1]))
+    best: tuple[tuple, Preemption] | None = None
+    for bound, name, near in ranked[:EXAMINED]:
+        if best is not None and bound > best[0][0]:
+            break
+        chosen = search.on_cluster(clusters[name], near)
+        if not chosen:
             continue
         rank = (
             len(chosen),
@@ -126,87 +230,68 @@ def choose(
             name,
         )
         if best is None or rank < best[0]:
-            best = (rank, Preemption(name, tuple(chosen), reclaimers & {v.ref for v in chosen}))
+            reclaim = frozenset(v.ref for v in chosen if v.mapped.queue in search.owners)
+            best = (rank, Preemption(name, tuple(chosen), reclaim))
     return best[1] if best else None
 
 
-def _for_cluster(
-    job: PendingJob,
-    leaf: QuotaNode,
-    quota: QuotaTree,
-    cluster: ClusterState,
-    victims: Sequence[AdmittedJob],
-    reclaimers: frozenset[str],
-) -> list[AdmittedJob] | None:
-    miss = quota.check(leaf, job.demand)
-    short = set(miss.short) if miss is not None else set()
-    useful: list[AdmittedJob] = []
-    for victim in victims:
-        if cluster.name not in victim.usage and not any(victim.demand.get(r) for r in short):
-            continue  # frees nothing the job lacks
-        if victim.ref in reclaimers and not _keeps_guarantee(job, quota, victim, useful):
+# --- helpers -----------------------------------------------------------------------------------
+def _merged(
+    first: Sequence[AdmittedJob], second: Sequence[AdmittedJob], key: object
+) -> list[AdmittedJob]:
+    """Both lists (each already in ``key`` order) as one, without duplicates."""
+    if not second:
+        return list(first)
+    seen: set[str] = set()
+    out: list[AdmittedJob] = []
+    for victim in sorted([*first, *second], key=key):  # type: ignore[arg-type]
+        if victim.ref not in seen:
+            seen.add(victim.ref)
+            out.append(victim)
+    return out
+
+
+def _totals_short(demand: Mapping[str, int], free: Mapping[str, int]) -> bool:
+    return any(v > free.get(r, 0) for r, v in demand.items())
+
+
+def _fewest(missing: Mapping[str, int], amounts: Sequence[Mapping[str, int]]) -> int | None:
+    """The fewest of ``amounts`` whose sum could cover ``missing`` in every resource, taking
+    the largest first per resource (a lower bound); None when all of them do not."""
+    fewest = 0
+    for r, need in missing.items():
+        if need <= 0:
             continue
-        useful.append(victim)
-    if not useful or not _could_fit(job, cluster, useful, miss.short if miss else {}):
-        return None
-    chosen: list[AdmittedJob] = []
-    removed: list[tuple[QuotaNode, Mapping[str, int]]] = []
-    trial = cluster.copy()
-    try:
-        for victim in useful:
-            chosen.append(victim)
-            owner = quota.node(victim.mapped.queue)
-            if owner is not None:
-                quota.remove(owner, victim.demand)
-                removed.append((owner, victim.demand))
-            pods = victim.pods.get(cluster.name)
-            if pods:
-                trial.release(pods)
-            if quota.check(leaf, job.demand) is None and trial.misfit(job.pods) is None:
+        got = 0
+        count = 0
+        for amount in sorted((a.get(r, 0) for a in amounts), reverse=True):
+            if amount <= 0:
                 break
-        else:
-            return None  # even every candidate together does not make room here
-    finally:
-        for owner, demand in reversed(removed):
-            quota.add(owner, demand)
-    for victim in reversed(chosen[:-1]):
-        fewer = [v for v in chosen if v is not victim]
-        if _fits(job, leaf, quota, cluster, fewer):
-            chosen = fewer
-    return chosen
-
-
-def _could_fit(
-    job: PendingJob,
-    cluster: ClusterState,
-    useful: Sequence[AdmittedJob],
-    quota_short: Mapping[str, int],
-) -> bool:
-    """A cheap upper bound: totals freed on the cluster and in quota by every candidate."""
-    freed: dict[str, int] = {}
-    released: dict[str, int] = dict(cluster.free)
-    for victim in useful:
-        for r, v in victim.demand.items():
-            freed[r] = freed.get(r, 0) + v
-        for r, v in victim.usage.get(cluster.name, {}).items():
-            released[r] = released.get(r, 0) + v
-    if any(freed.get(r, 0) < v for r, v in quota_short.items()):
-        return False
-    return all(released.get(r, 0) >= v for r, v in job.demand.items())
+            got += amount
+            count += 1
+            if got >= need:
+                break
+        if got < need:
+            return None
+        fewest = max(fewest, count)
+    return fewest
 
 
 def _keeps_guarantee(
-    job: PendingJob, quota: QuotaTree, victim: AdmittedJob, chosen: Sequence[AdmittedJob]
+    job: PendingJob,
+    quota: QuotaTree,
+    owner: QuotaNode,
+    victim: AdmittedJob,
+    taken_from: Mapping[str, Mapping[str, int]],
 ) -> bool:
-    owner = quota.node(victim.mapped.queue)
-    if owner is None:
-        return False
-    taken = [v for v in chosen if v.mapped.queue == victim.mapped.queue] + [victim]
+    """Whether taking ``victim`` too leaves its queue at or above its guarantee in every
+    resource the job needs that the taken jobs hold."""
+    before = taken_from.get(owner.name, {})
     for r in quota.resources:
         if not job.demand.get(r, 0):
             continue
-        after = owner.total.get(r, 0) - sum(v.demand.get(r, 0) for v in taken)
-        if after < owner.guarantee.get(r, 0) and any(v.demand.get(r, 0) for v in taken):
+        taken = before.get(r, 0) + victim.demand.get(r, 0)
+        if taken and owner.total.get(r, 0) - taken < owner.guarantee.get(r, 0):
             return False
     return True
 
@@ -224,14 +309,13 @@ def _fits(
     for victim in chosen:
         owner = quota.node(victim.mapped.queue)
         if owner is not None:
-            demand = victim.demand
-            quota.remove(owner, demand)
-            removed.append((owner, demand))
+            quota.remove(owner, victim.demand)
+            removed.append((owner, victim.demand))
         pods = victim.pods.get(cluster.name)
         if pods:
             trial.release(pods)
     try:
-        return quota.check(leaf, job.demand) is None and trial.misfit(job.pods) is None
+        return quota.check(leaf, job.demand) is None and trial.misfit(job.pods, job.demand) is None
     finally:
         for owner, demand in reversed(removed):
             quota.add(owner, demand)

@@ -6,6 +6,7 @@ comparisons are exact and cheap. A request is rounded up to the next milli-unit,
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Mapping
 from fractions import Fraction
@@ -60,6 +61,7 @@ def to_json(vec: Mapping[str, int]) -> dict[str, Any]:
     return to_resources(vec).to_json()
 
 
+@functools.lru_cache(maxsize=65536)
 def describe(resource: str, milli: int) -> str:
     """A human amount: ``8``, ``2.5``, ``64Gi`` for memory-like resources."""
     value = Fraction(milli, 1000)

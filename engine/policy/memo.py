@@ -86,6 +86,20 @@ class MemoEvaluator:
         self._cache[key] = results
         return results
 
+    def fork(self) -> MemoEvaluator:
+        """An evaluator of the same programs that shares this one's results (a miss of either
+        fills the cache of both) but counts its own ``hits`` and ``misses``: e.g. one per
+        scheduling cycle over a cache kept between cycles."""
+        other = MemoEvaluator.__new__(MemoEvaluator)
+        other.programs = self.programs
+        other.types = self.types
+        other.max_entries = self.max_entries
+        other.projector = self.projector
+        other.hits = 0
+        other.misses = 0
+        other._cache = self._cache
+        return other
+
     def __len__(self) -> int:
         return len(self._cache)
 
