@@ -27,7 +27,7 @@ class Misfit:
 
 
 class ClusterState:
-    __slots__ = ("allocatable", "free", "model", "nodes", "version", "view")
+    __slots__ = ("_rooms", "allocatable", "free", "model", "nodes", "version", "view")
 
     def __init__(self, view: ClusterView) -> None:
         self.view = view
@@ -37,6 +37,7 @@ class ClusterState:
         # free amounts of the modelled resources (in ``model`` order) → number of such nodes
         self.nodes: dict[tuple[int, ...], int] | None = None
         self.version = 0
+        self._rooms: dict[tuple[int, ...], int] = {}  # pod shape → pods that fit (this version)
         if view.resource_models and view.allocatable_modelings:
             grades = {m.grade: m for m in view.resource_models}
             first = min(grades)
@@ -64,6 +65,7 @@ class ClusterState:
         other.free = dict(self.free)
         other.nodes = None if self.nodes is None else dict(self.nodes)
         other.version = self.version
+        other._rooms = self._rooms  # shared until either changes (both then start anew)
         return other
 
     # --- what fits -----------------------------------------------------------------------------
@@ -73,6 +75,14 @@ class ClusterState:
             need = vectors.total((g.requests, g.count) for g in groups)
         allocatable = self.allocatable
         return all(v <= allocatable.get(r, 0) for r, v in need.items())
+
+    def fits(self, groups: Sequence[PodGroup], need: Vec) -> bool:
+        """Whether every pod of ``groups`` (totals ``need``) fits now."""
+        free = self.free
+        for r, v in need.items():
+            if v > free.get(r, 0):
+                return False
+        return self.nodes is None or self._unplaced(groups) is None
 
     def misfit(self, groups: Sequence[PodGroup], need: Vec | None = None) -> Misfit | None:
         """None when every pod of ``groups`` (totals ``need``, when given) fits now; otherwise
@@ -89,21 +99,9 @@ class ClusterState:
                 f"needs {vectors.describe(r, need[r])} {r}, "
                 f"{vectors.describe(r, max(free.get(r, 0), 0))} free",
             )
-        if self.nodes is None:
+        left = None if self.nodes is None else self._unplaced(groups)
+        if left is None:
             return None
-        if len(groups) == 1:  # one pod shape: each node takes what it can, independently
-            group = groups[0]
-            shape = self._shape(group.requests)
-            if not any(shape):
-                return None
-            room = sum(n * _per_node(f, shape) for f, n in self.nodes.items())
-            if room >= group.count:
-                return None
-            left: tuple[PodGroup, int] | None = (group, group.count - room)
-        else:
-            left = self._place_nodes(dict(self.nodes), groups)[1]
-            if not left:
-                return None
         group, missing = left
         shape_text = vectors.describe_vec(
             {r: group.requests[r] for r in self.model if r in group.requests}
@@ -114,6 +112,27 @@ class ClusterState:
             f"{missing} of {group.count} pods needing {shape_text} find no node with room "
             f"({self.nodes_with_room(group.requests)} such nodes free)",
         )
+
+    def _unplaced(self, groups: Sequence[PodGroup]) -> tuple[PodGroup, int] | None:
+        """The first pod group that finds no node with room, with its pods left over."""
+        assert self.nodes is not None
+        if len(groups) == 1:  # one pod shape: each node takes what it can, independently
+            group = groups[0]
+            shape = self._shape(group.requests)
+            if not any(shape):
+                return None
+            room = self._room(shape)
+            return None if room >= group.count else (group, group.count - room)
+        return self._place_nodes(dict(self.nodes), groups)[1]
+
+    def _room(self, shape: tuple[int, ...]) -> int:
+        """How many pods of ``shape`` (modelled resources) the nodes hold now."""
+        room = self._rooms.get(shape)
+        if room is None:
+            assert self.nodes is not None
+            room = sum(count * _per_node(free, shape) for free, count in self.nodes.items())
+            self._rooms[shape] = room
+        return room
 
     def nodes_with_room(self, requests: Mapping[str, int]) -> int:
         if self.nodes is None:
@@ -139,6 +158,7 @@ class ClusterState:
         if self.nodes is not None:
             self.nodes = self._place_nodes(self.nodes, groups)[0]
         self.version += 1
+        self._rooms = {}
 
     def release(self, groups: Sequence[PodGroup]) -> None:
         """Give back a victim's pods: totals, and each pod's room as a node of its own shape
@@ -149,6 +169,7 @@ class ClusterState:
                 shape = self._shape(g.requests)
                 self.nodes[shape] = self.nodes.get(shape, 0) + g.count
         self.version += 1
+        self._rooms = {}
 
     def _shape(self, requests: Mapping[str, int]) -> tuple[int, ...]:
         return tuple(requests.get(r, 0) for r in self.model)

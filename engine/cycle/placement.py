@@ -281,20 +281,8 @@ class Placer:
                 reason = Reason.NO_CLUSTER_FITS
             message = candidates.error or f"no cluster passes placement ({len(reasons)} checked)"
             return PlaceResult((), reason, message, _sorted(reasons))
-        pods = job.pods
-        fitting: list[str] = []
-        ever = False
-        for name in candidates.names:
-            state = self.clusters[name]
-            if not state.could_ever_hold(pods, job.demand):
-                reasons[name] = "gang larger than the cluster's allocatable"
-                continue
-            ever = True
-            misfit = state.misfit(pods, job.demand)
-            if misfit is None:
-                fitting.append(name)
-            else:
-                reasons[name] = misfit.message
+        pods, demand = job.pods, job.demand
+        fitting = [n for n in candidates.names if self.clusters[n].fits(pods, demand)]
         variables = self.job_variables(job)
         if fitting:
             best = max(fitting, key=lambda n: self._score(n, candidates, job_key, variables, pods))
@@ -305,9 +293,16 @@ class Placer:
             if split:
                 where = ", ".join(f"{n}={g[0].count}" for n, g in split)
                 return PlaceResult(split, None, f"split across {where}")
-        need = vectors.describe_vec(
-            dict(vectors.total((g.requests, g.count) for g in pods).items())
-        )
+        ever = False
+        for name in candidates.names:
+            state = self.clusters[name]
+            if not state.could_ever_hold(pods, demand):
+                reasons[name] = "gang larger than the cluster's allocatable"
+                continue
+            ever = True
+            misfit = state.misfit(pods, demand)
+            reasons[name] = misfit.message if misfit is not None else "no room"
+        need = vectors.describe_vec(demand)
         # clusters out only for now (not Ready, excluded) may hold it later: wait, not reject
         ever = ever or any(self.clusters[n].could_ever_hold(pods) for n in candidates.later)
         if not ever and not splittable:

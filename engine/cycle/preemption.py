@@ -93,6 +93,8 @@ class Search:
         miss = quota.check(leaf, job.demand)
         self.short = dict(miss.short) if miss is not None else {}
         self._quota_candidates: list[AdmittedJob] | None = None
+        self._quota_only: tuple[AdmittedJob, ...] | None = None
+        self.useless: set[str] = set()  # candidates that freed no quota the job could use
 
     # --- candidates ----------------------------------------------------------------------------
     def eligible(self, victim: AdmittedJob) -> bool:
@@ -151,56 +153,92 @@ class Search:
 
     # --- the search on one cluster -------------------------------------------------------------
     def on_cluster(self, cluster: ClusterState, near: Sequence[AdmittedJob]) -> list[AdmittedJob]:
-        """The victims that make the job fit ``cluster`` (empty when none do)."""
+        """The victims that make the job fit ``cluster`` (empty when none do).
+
+        A candidate is taken when it frees room the job still lacks on the cluster, or when
+        taking it out of quota shrinks what the job is short of there (with hierarchical
+        quota, a borrower's job may free nothing the job's queue can use: such a candidate is
+        not offered again in this search)."""
         job, quota, leaf, name = self.job, self.quota, self.leaf, cluster.name
-        short = self.short
+        room_fits = cluster.fits(job.pods, job.demand)
+        if room_fits and self._quota_only is not None:
+            return list(self._quota_only)  # the same victims wherever the job has room now
+        short = dict(self.short)
         sequence = _merged(near, self.quota_candidates() if short else [], self.order)
         trial = cluster.copy()
         chosen: list[AdmittedJob] = []
-        removed: list[tuple[QuotaNode, Mapping[str, int]]] = []
-        freed_quota = dict.fromkeys(short, 0)
+        out: dict[str, tuple[QuotaNode, Mapping[str, int]]] = {}  # taken out of quota
         taken_from: dict[str, dict[str, int]] = {}  # reclaimed queue → demand taken from it
-        quota_fits = not short
-        room_fits = trial.misfit(job.pods, job.demand) is None
         try:
             for victim in sequence:
-                here = name in victim.usage
-                frees_short = not quota_fits and any(victim.demand.get(r, 0) for r in short)
-                if not (frees_short or (here and not room_fits)):
+                for_room = not room_fits and name in victim.usage
+                for_quota = (
+                    bool(short)
+                    and victim.ref not in self.useless
+                    and any(victim.demand.get(r, 0) for r in short)
+                )
+                if not (for_room or for_quota):
                     continue  # frees nothing the job still lacks
                 owner = quota.node(victim.mapped.queue)
-                if victim.mapped.queue in self.owners:
-                    if owner is None or not _keeps_guarantee(job, quota, owner, victim, taken_from):
+                if victim.mapped.queue in self.owners and (
+                    owner is None or not _keeps_guarantee(job, quota, owner, victim, taken_from)
+                ):
+                    continue
+                if owner is not None:
+                    quota.remove(owner, victim.demand)
+                    out[victim.ref] = (owner, victim.demand)
+                if short:
+                    miss = quota.check(leaf, job.demand)
+                    after = dict(miss.short) if miss is not None else {}
+                    if not for_room and not any(after.get(r, 0) < v for r, v in short.items()):
+                        if owner is not None:
+                            quota.add(*out.pop(victim.ref))
+                        self.useless.add(victim.ref)
                         continue
+                    short = after
+                if victim.mapped.queue in self.owners:
                     held = taken_from.setdefault(victim.mapped.queue, {})
                     for r, v in victim.demand.items():
                         held[r] = held.get(r, 0) + v
                 chosen.append(victim)
-                if owner is not None:
-                    quota.remove(owner, victim.demand)
-                    removed.append((owner, victim.demand))
-                for r in short:
-                    freed_quota[r] += victim.demand.get(r, 0)
-                if here:
+                if name in victim.usage:
                     trial.release(victim.pods[name])
-                    room_fits = (
-                        not _totals_short(job.demand, trial.free)
-                        and trial.misfit(job.pods, job.demand) is None
-                    )
-                if not quota_fits and all(freed_quota[r] >= v for r, v in short.items()):
-                    quota_fits = quota.check(leaf, job.demand) is None
-                if quota_fits and room_fits:
+                    room_fits = room_fits or trial.fits(job.pods, job.demand)
+                if not short and room_fits:
                     break
+            else:
+                return []
+            chosen = self._fewer(cluster, chosen, out)
         finally:
-            for owner, demand in reversed(removed):
+            for owner, demand in out.values():
                 quota.add(owner, demand)
-        if not (quota_fits and room_fits):
-            return []
-        for victim in reversed(chosen[:-1]):
-            fewer = [v for v in chosen if v is not victim]
-            if _fits(job, leaf, quota, cluster, fewer):
-                chosen = fewer
+        if self.short and cluster.fits(job.pods, job.demand):
+            self._quota_only = tuple(chosen)
         return chosen
+
+    def _fewer(
+        self,
+        cluster: ClusterState,
+        chosen: list[AdmittedJob],
+        out: dict[str, tuple[QuotaNode, Mapping[str, int]]],
+    ) -> list[AdmittedJob]:
+        """Drop each victim, latest first (not the last taken), that the job fits without;
+        every victim in ``chosen`` is out of quota on entry, and the dropped ones back in."""
+        job, quota, leaf, name = self.job, self.quota, self.leaf, cluster.name
+        keep = list(chosen)
+        for victim in reversed(chosen[:-1]):
+            entry = out.pop(victim.ref, None)
+            if entry is not None:
+                quota.add(*entry)
+            fewer = [v for v in keep if v is not victim]
+            if quota.check(leaf, job.demand) is None and (
+                name not in victim.usage or _room_without(cluster, fewer, job)
+            ):
+                keep = fewer
+            elif entry is not None:
+                quota.remove(*entry)
+                out[victim.ref] = entry
+        return keep
 
 
 def choose(
@@ -296,26 +334,11 @@ def _keeps_guarantee(
     return True
 
 
-def _fits(
-    job: PendingJob,
-    leaf: QuotaNode,
-    quota: QuotaTree,
-    cluster: ClusterState,
-    chosen: Sequence[AdmittedJob],
-) -> bool:
-    """Whether the job fits quota and ``cluster`` with ``chosen`` gone (nothing is changed)."""
-    removed: list[tuple[QuotaNode, Mapping[str, int]]] = []
+def _room_without(cluster: ClusterState, victims: Sequence[AdmittedJob], job: PendingJob) -> bool:
+    """Whether the job fits ``cluster`` with the victims' pods there released."""
     trial = cluster.copy()
-    for victim in chosen:
-        owner = quota.node(victim.mapped.queue)
-        if owner is not None:
-            quota.remove(owner, victim.demand)
-            removed.append((owner, victim.demand))
+    for victim in victims:
         pods = victim.pods.get(cluster.name)
         if pods:
             trial.release(pods)
-    try:
-        return quota.check(leaf, job.demand) is None and trial.misfit(job.pods, job.demand) is None
-    finally:
-        for owner, demand in reversed(removed):
-            quota.add(owner, demand)
+    return trial.fits(job.pods, job.demand)
