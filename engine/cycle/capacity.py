@@ -145,7 +145,7 @@ class ClusterState:
         most = min((self.free.get(r, 0) // v for r, v in requests.items() if v > 0), default=10**9)
         need = self._shape(requests)
         if self.nodes is not None and any(need):
-            most = min(most, sum(n * _per_node(f, need) for f, n in self.nodes.items()))
+            most = min(most, self._room(need))
         return max(most, 0)
 
     # --- changes -------------------------------------------------------------------------------

@@ -200,7 +200,7 @@ class Cycle:
         if shape in self.no_victims or queue is None:
             return False
         search = preemption.Search(job, leaf, queue, self.quota, self.victims)
-        key = self.placer.job_projector.key(self.placer.job_variables(job))
+        key = self.placer.job_key(job)
         targets = [
             n
             for n in self.placer.candidates(job, key).names

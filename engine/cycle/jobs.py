@@ -5,7 +5,7 @@ A job's queue, tenant, priority and gang settings come from the SchedulingPolicy
 (binding uid, generation, policy version): ``JobCache`` keeps them between cycles. It also keeps
 each pending job as built (while its binding and workload are the very same objects, under the
 same policy version and PriorityClass value), PriorityClass values per snapshot, and whatever
-placement keeps per policy version (see ``placement.PlacementMemo``).
+placement keeps per policy version (see ``placement_memo.PlacementMemo``).
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ preempted (no A→B→A cycles).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from engine.cycle.capacity import ClusterState
@@ -94,6 +94,7 @@ class Search:
         self.short = dict(miss.short) if miss is not None else {}
         self._quota_candidates: list[AdmittedJob] | None = None
         self._quota_only: tuple[AdmittedJob, ...] | None = None
+        self._quota_fewest: tuple[int | None] | None = None  # (bound,) once computed
         self.useless: set[str] = set()  # candidates that freed no quota the job could use
 
     # --- candidates ----------------------------------------------------------------------------
@@ -138,7 +139,14 @@ class Search:
         leaf, quota, demand = self.leaf, self.quota, self.job.demand
         if any(demand.get(r, 0) > quota.potential(leaf, r) for r in self.short):
             return True
-        return _fewest(self.short, [v.demand for v in self.quota_candidates()]) is None
+        return self._quota_bound() is None
+
+    def _quota_bound(self) -> int | None:
+        """The fewest quota candidates whose demand could cover the shortfall (None: none)."""
+        if self._quota_fewest is None:
+            amounts = [v.demand for v in self.quota_candidates()]
+            self._quota_fewest = (_fewest(self.short, amounts),)
+        return self._quota_fewest[0]
 
     def lower_bound(self, cluster: ClusterState, near: Sequence[AdmittedJob]) -> int | None:
         """The fewest victims that could make the job fit quota and ``cluster`` by totals;
@@ -148,7 +156,7 @@ class Search:
         bound = _fewest(missing, [v.usage.get(cluster.name, {}) for v in near])
         if bound is None or not self.short:
             return bound
-        quota_bound = _fewest(self.short, [v.demand for v in self.quota_candidates()])
+        quota_bound = self._quota_bound()
         return None if quota_bound is None else max(bound, quota_bound)
 
     # --- the search on one cluster -------------------------------------------------------------
@@ -244,9 +252,8 @@ class Search:
 def choose(
     search: Search, clusters: Mapping[str, ClusterState], targets: Sequence[str]
 ) -> Preemption | None:
-    """The best (cluster, victims) that makes the job fit, or None."""
-    if search.hopeless():
-        return None
+    """The best (cluster, victims) that makes the job fit, or None (the caller has ruled out
+    a ``hopeless`` search)."""
     ranked: list[tuple[int, str, list[AdmittedJob]]] = []
     for name in targets:
         near = search.near(name)
@@ -275,22 +282,20 @@ def choose(
 
 # --- helpers -----------------------------------------------------------------------------------
 def _merged(
-    first: Sequence[AdmittedJob], second: Sequence[AdmittedJob], key: object
+    first: Sequence[AdmittedJob],
+    second: Sequence[AdmittedJob],
+    key: Callable[[AdmittedJob], tuple[int, int]],
 ) -> list[AdmittedJob]:
     """Both lists (each already in ``key`` order) as one, without duplicates."""
     if not second:
         return list(first)
     seen: set[str] = set()
     out: list[AdmittedJob] = []
-    for victim in sorted([*first, *second], key=key):  # type: ignore[arg-type]
+    for victim in sorted([*first, *second], key=key):
         if victim.ref not in seen:
             seen.add(victim.ref)
             out.append(victim)
     return out
-
-
-def _totals_short(demand: Mapping[str, int], free: Mapping[str, int]) -> bool:
-    return any(v > free.get(r, 0) for r, v in demand.items())
 
 
 def _fewest(missing: Mapping[str, int], amounts: Sequence[Mapping[str, int]]) -> int | None:
