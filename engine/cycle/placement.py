@@ -220,7 +220,8 @@ class Placer:
             message = candidates.error or f"no cluster passes placement ({len(reasons)} checked)"
             return PlaceResult((), reason, message, _sorted(reasons))
         pods, demand = job.pods, job.demand
-        fitting = [n for n in candidates.names if self.clusters[n].fits(pods, demand)]
+        key = ClusterState.pod_key(pods)  # the clusters' fit caches are keyed by it
+        fitting = [n for n in candidates.names if self.clusters[n].fits(pods, demand, key)]
         variables = self.job_variables(job)
         if fitting:
             best = max(fitting, key=lambda n: self._score(n, candidates, job_key, variables, pods))
@@ -238,7 +239,7 @@ class Placer:
                 reasons[name] = "gang larger than the cluster's allocatable"
                 continue
             ever = True
-            misfit = state.misfit(pods, demand)
+            misfit = state.misfit(pods, demand, key)
             reasons[name] = misfit.message if misfit is not None else "no room"
         need = vectors.describe_vec(demand)
         # clusters out only for now (not Ready, excluded) may hold it later: wait, not reject

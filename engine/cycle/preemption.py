@@ -27,9 +27,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from engine.cycle import vectors
 from engine.cycle.capacity import ClusterState
 from engine.cycle.jobs import AdmittedJob, PendingJob
 from engine.cycle.quota import QuotaNode, QuotaTree
+from engine.cycle.vectors import Vec
 from engine.policy.model import Queue, ReclaimPolicy, WithinQueuePreemption
 
 EXAMINED = 8  # clusters given the full victim search in one preemption attempt
@@ -40,6 +42,16 @@ class Preemption:
     cluster: str
     victims: tuple[AdmittedJob, ...]
     reclaim: frozenset[str]  # refs of victims taken by reclaim (the rest: lower priority)
+
+
+@dataclass(frozen=True, slots=True)
+class Pool:
+    """The victims that could be taken out of quota for jobs of one kind (queue, priority,
+    resources needed and short of, reclaimed queues), and the most taking them could do."""
+
+    queues: tuple[tuple[QuotaNode, tuple[AdmittedJob, ...], Vec], ...]  # (queue, victims, most)
+    room: Vec  # per resource needed, what the job's queue could take with all of them gone
+    amounts: Mapping[str, tuple[int, ...]]  # per resource short of, largest first
 
 
 def victim_order(victim: AdmittedJob) -> tuple:
@@ -60,9 +72,47 @@ class VictimIndex:
             for name in victim.usage:
                 self.on_cluster.setdefault(name, []).append(victim)
         self.taken: set[str] = set()
+        self._borrowers: dict[tuple[str, ...], tuple[int, frozenset[str]]] = {}
+        self._freeing: dict[tuple, tuple[tuple[int, int], list[AdmittedJob]]] = {}
+        self.pools: dict[tuple, tuple[tuple[int, int], Pool]] = {}  # kept by ``Search.pool``
 
     def take(self, victims: Iterable[AdmittedJob]) -> None:
         self.taken.update(v.ref for v in victims)
+
+    def freeing(
+        self, node: QuotaNode, short: tuple[str, ...], needs: tuple[str, ...] | None
+    ) -> list[AdmittedJob]:
+        """Victims of the queue ``node`` not taken yet that hold one of ``short``; with
+        ``needs`` (reclaim), only those whose queue stays at its guarantee in ``needs`` without
+        them. Kept while the queue's usage and the taken victims do not change."""
+        key = (node.name, short, needs)
+        stamp = (node.changes, len(self.taken))
+        kept = self._freeing.get(key)
+        if kept is None or kept[0] != stamp:
+            found = [
+                v
+                for v in self.by_queue.get(node.name, ())
+                if v.ref not in self.taken
+                and any(v.demand.get(r, 0) for r in short)
+                and (needs is None or _stays_at_guarantee(node, v.demand, needs))
+            ]
+            kept = (stamp, found)
+            self._freeing[key] = kept
+        return kept[1]
+
+    def borrowers(self, quota: QuotaTree, resources: tuple[str, ...]) -> frozenset[str]:
+        """Queues with victims that use more than their guarantee of one of ``resources``
+        (kept while the quota does not change)."""
+        kept = self._borrowers.get(resources)
+        if kept is None or kept[0] != quota.version:
+            found = frozenset(
+                name
+                for name in self.by_queue
+                if (node := quota.node(name)) is not None and quota.borrowing(node, resources)
+            )
+            kept = (quota.version, found)
+            self._borrowers[resources] = kept
+        return kept[1]
 
 
 class Search:
@@ -77,25 +127,22 @@ class Search:
         index: VictimIndex,
     ) -> None:
         self.job, self.leaf, self.quota, self.index = job, leaf, quota, index
-        needs = [r for r in quota.resources if job.demand.get(r, 0)]
-        owners: set[str] = set()
+        needs = tuple(r for r in quota.resources if job.demand.get(r, 0))
+        self.needs = needs
+        owners: frozenset[str] = frozenset()
         if (
             queue.preemption.reclaim == ReclaimPolicy.ANY
             and needs
             and quota.within_guarantee(leaf, job.demand)
         ):
-            for name in index.by_queue:
-                node = quota.node(name)
-                if name != leaf.name and node is not None and quota.borrowing(node, needs):
-                    owners.add(name)
+            owners = index.borrowers(quota, needs) - {leaf.name}
         self.owners = owners
         self.lower = queue.preemption.within_queue == WithinQueuePreemption.LOWER_PRIORITY
-        miss = quota.check(leaf, job.demand)
-        self.short = dict(miss.short) if miss is not None else {}
+        self.short = quota.deficit(leaf, job.demand)
         self._quota_candidates: list[AdmittedJob] | None = None
+        self.quota_failed = False  # a cluster's search ended with the shortfall left
         self._quota_only: tuple[AdmittedJob, ...] | None = None
         self._quota_fewest: tuple[int | None] | None = None  # (bound,) once computed
-        self.useless: set[str] = set()  # candidates that freed no quota the job could use
 
     # --- candidates ----------------------------------------------------------------------------
     def eligible(self, victim: AdmittedJob) -> bool:
@@ -115,17 +162,69 @@ class Search:
         return (0 if victim.mapped.queue in self.owners else 1, self.index.rank[victim.ref])
 
     def quota_candidates(self) -> list[AdmittedJob]:
-        """Eligible victims that free some quota resource the job is short of, in order."""
+        """Eligible victims that could shrink the job's quota shortfall, in order: those of
+        the pool whose queue helps, i.e. taking all of them at once shrinks the shortfall.
+        Less usage never lowers what a queue can get, so when all of a queue's victims do not
+        help, no subset of them does."""
         if self._quota_candidates is None:
-            short = self.short
-            found = [
-                v
-                for q in sorted(self.owners | {self.leaf.name})
-                for v in self.index.by_queue.get(q, ())
-                if any(v.demand.get(r, 0) for r in short) and self.eligible(v)
-            ]
+            quota, leaf, demand, short = self.quota, self.leaf, self.job.demand, self.short
+            found: list[AdmittedJob] = []
+            with quota.trial():
+                for node, victims, most in self.pool().queues:
+                    quota.remove(node, most)
+                    after = quota.deficit(leaf, demand)
+                    quota.add(node, most)
+                    if any(after.get(r, 0) < v for r, v in short.items()):
+                        found += victims
             self._quota_candidates = sorted(found, key=self.order)
         return self._quota_candidates
+
+    def pool(self) -> Pool:
+        """Per queue, its victims that hold a resource the job is short of (a reclaimed one
+        only when its queue keeps its guarantee without it), and the most taking them could
+        free: their demand, for a reclaimed queue no more than it has above its guarantee in
+        what the job needs. Kept for jobs of the same kind while quota and victims stay."""
+        index, quota, leaf = self.index, self.quota, self.leaf
+        short_keys = tuple(sorted(self.short))
+        key = (leaf.name, self.lower and self.job.mapped.priority, self.needs, short_keys)
+        key += (self.owners,)
+        stamp = (quota.version, len(index.taken))
+        kept = index.pools.get(key)
+        if kept is not None and kept[0] == stamp:
+            return kept[1]
+        queues = []
+        for q in sorted(self.owners | {leaf.name}):
+            node = quota.node(q)
+            if node is None:
+                continue
+            reclaim = q in self.owners
+            victims = index.freeing(node, short_keys, self.needs if reclaim else None)
+            if not reclaim:
+                victims = [v for v in victims if self.eligible(v)]
+            if not victims:
+                continue
+            most = vectors.total((v.demand, 1) for v in victims)
+            if reclaim:
+                for r in self.needs:
+                    above = max(0, node.total.get(r, 0) - node.guarantee.get(r, 0))
+                    most[r] = min(most.get(r, 0), above)
+            queues.append((node, tuple(victims), most))
+        with quota.trial():
+            _update(quota, ((node, most) for node, _, most in queues), quota.remove)
+            room = quota.room(leaf, self.needs)
+            _update(quota, ((node, most) for node, _, most in queues), quota.add)
+        amounts = {
+            r: tuple(
+                sorted(
+                    (a for _, vs, _ in queues for v in vs if (a := v.demand.get(r, 0))),
+                    reverse=True,
+                )
+            )
+            for r in short_keys
+        }
+        pool = Pool(tuple(queues), room, amounts)
+        index.pools[key] = (stamp, pool)
+        return pool
 
     def near(self, cluster: str) -> list[AdmittedJob]:
         """Eligible victims running on ``cluster``, in order."""
@@ -139,13 +238,16 @@ class Search:
         leaf, quota, demand = self.leaf, self.quota, self.job.demand
         if any(demand.get(r, 0) > quota.potential(leaf, r) for r in self.short):
             return True
-        return self._quota_bound() is None
+        pool = self.pool()
+        if self._quota_bound() is None:
+            return True
+        # taking every candidate at once is the most victims could do
+        return any(demand[r] > pool.room.get(r, 0) for r in self.needs)
 
     def _quota_bound(self) -> int | None:
-        """The fewest quota candidates whose demand could cover the shortfall (None: none)."""
+        """The fewest candidates whose demand could cover the shortfall (None: none)."""
         if self._quota_fewest is None:
-            amounts = [v.demand for v in self.quota_candidates()]
-            self._quota_fewest = (_fewest(self.short, amounts),)
+            self._quota_fewest = (_fewest_sorted(self.short, self.pool().amounts),)
         return self._quota_fewest[0]
 
     def lower_bound(self, cluster: ClusterState, near: Sequence[AdmittedJob]) -> int | None:
@@ -163,65 +265,70 @@ class Search:
     def on_cluster(self, cluster: ClusterState, near: Sequence[AdmittedJob]) -> list[AdmittedJob]:
         """The victims that make the job fit ``cluster`` (empty when none do).
 
-        A candidate is taken when it frees room the job still lacks on the cluster, or when
-        taking it out of quota shrinks what the job is short of there (with hierarchical
-        quota, a borrower's job may free nothing the job's queue can use: such a candidate is
-        not offered again in this search)."""
-        job, quota, leaf, name = self.job, self.quota, self.leaf, cluster.name
+        Candidates are taken in order while they free something the job still lacks: room on
+        the cluster, or a resource of its quota shortfall. Taking usage away lowers the
+        shortfall by at most that much, so the shortfall is measured again only once the
+        victims taken since cover it. Victims not needed in the end are then dropped."""
+        job = self.job
         room_fits = cluster.fits(job.pods, job.demand)
         if room_fits and self._quota_only is not None:
             return list(self._quota_only)  # the same victims wherever the job has room now
+        if not room_fits and not _room_without(cluster, near, job):
+            return []  # not even every candidate here would make room
+        sequence = _merged(near, self.quota_candidates() if self.short else [], self.order)
+        with self.quota.trial():
+            chosen = self._take(cluster, sequence, room_fits)
+        if chosen and self.short and room_fits:
+            self._quota_only = tuple(chosen)
+        return chosen
+
+    def _take(
+        self, cluster: ClusterState, sequence: Sequence[AdmittedJob], room_fits: bool
+    ) -> list[AdmittedJob]:
+        job, quota, leaf, name = self.job, self.quota, self.leaf, cluster.name
         short = dict(self.short)
-        sequence = _merged(near, self.quota_candidates() if short else [], self.order)
         trial = cluster.copy()
         chosen: list[AdmittedJob] = []
         out: dict[str, tuple[QuotaNode, Mapping[str, int]]] = {}  # taken out of quota
+        waiting: list[tuple[str, QuotaNode, Mapping[str, int]]] = []  # chosen, not yet out
+        freed: dict[str, int] = {}  # of the shortfall's resources, by the waiting victims
         taken_from: dict[str, dict[str, int]] = {}  # reclaimed queue → demand taken from it
         try:
             for victim in sequence:
                 for_room = not room_fits and name in victim.usage
-                for_quota = (
-                    bool(short)
-                    and victim.ref not in self.useless
-                    and any(victim.demand.get(r, 0) for r in short)
-                )
+                for_quota = bool(short) and any(victim.demand.get(r, 0) for r in short)
                 if not (for_room or for_quota):
                     continue  # frees nothing the job still lacks
-                owner = quota.node(victim.mapped.queue)
-                if victim.mapped.queue in self.owners and (
-                    owner is None or not _keeps_guarantee(job, quota, owner, victim, taken_from)
-                ):
-                    continue
-                if owner is not None:
-                    quota.remove(owner, victim.demand)
-                    out[victim.ref] = (owner, victim.demand)
-                if short:
-                    miss = quota.check(leaf, job.demand)
-                    after = dict(miss.short) if miss is not None else {}
-                    if not for_room and not any(after.get(r, 0) < v for r, v in short.items()):
-                        if owner is not None:
-                            quota.add(*out.pop(victim.ref))
-                        self.useless.add(victim.ref)
+                queue = victim.mapped.queue
+                owner = quota.node(queue)
+                if queue in self.owners:
+                    if owner is None or not _keeps_guarantee(job, quota, owner, victim, taken_from):
                         continue
-                    short = after
-                if victim.mapped.queue in self.owners:
-                    held = taken_from.setdefault(victim.mapped.queue, {})
-                    for r, v in victim.demand.items():
-                        held[r] = held.get(r, 0) + v
+                    vectors.add_into(taken_from.setdefault(queue, {}), victim.demand)
                 chosen.append(victim)
+                if owner is not None:
+                    waiting.append((victim.ref, owner, victim.demand))
+                    if short:
+                        for r in short:
+                            freed[r] = freed.get(r, 0) + victim.demand.get(r, 0)
+                        if all(freed[r] >= v for r, v in short.items()):
+                            _take_out(quota, waiting, out)
+                            short = quota.deficit(leaf, job.demand)
+                            freed = {}
                 if name in victim.usage:
                     trial.release(victim.pods[name])
                     room_fits = room_fits or trial.fits(job.pods, job.demand)
                 if not short and room_fits:
                     break
             else:
+                # the shortfall did not clear: with the same quota candidates on every
+                # cluster, the search stops here (a greedy heuristic, like the rest)
+                self.quota_failed = bool(short)
                 return []
+            _take_out(quota, waiting, out)
             chosen = self._fewer(cluster, chosen, out)
         finally:
-            for owner, demand in out.values():
-                quota.add(owner, demand)
-        if self.short and cluster.fits(job.pods, job.demand):
-            self._quota_only = tuple(chosen)
+            _put_back(quota, out.values())
         return chosen
 
     def _fewer(
@@ -231,18 +338,28 @@ class Search:
         out: dict[str, tuple[QuotaNode, Mapping[str, int]]],
     ) -> list[AdmittedJob]:
         """Drop each victim, latest first (not the last taken), that the job fits without;
-        every victim in ``chosen`` is out of quota on entry, and the dropped ones back in."""
+        every victim in ``chosen`` is out of quota on entry, and the dropped ones back in.
+
+        ``spare`` is a lower bound of the quota left over once the job is in: putting a
+        victim back takes at most its demand from it, so a victim within it is dropped
+        without measuring again."""
         job, quota, leaf, name = self.job, self.quota, self.leaf, cluster.name
         keep = list(chosen)
+        spare = quota.headroom(leaf, job.demand)
         for victim in reversed(chosen[:-1]):
             entry = out.pop(victim.ref, None)
+            fits, after = True, spare
             if entry is not None:
                 quota.add(*entry)
+                demand = entry[1]
+                if all(demand.get(r, 0) <= v for r, v in spare.items()):
+                    after = {r: v - demand.get(r, 0) for r, v in spare.items()}
+                else:
+                    after = quota.headroom(leaf, job.demand)
+                    fits = all(v >= 0 for v in after.values())
             fewer = [v for v in keep if v is not victim]
-            if quota.check(leaf, job.demand) is None and (
-                name not in victim.usage or _room_without(cluster, fewer, job)
-            ):
-                keep = fewer
+            if fits and (name not in victim.usage or _room_without(cluster, fewer, job)):
+                keep, spare = fewer, after
             elif entry is not None:
                 quota.remove(*entry)
                 out[victim.ref] = entry
@@ -263,7 +380,7 @@ def choose(
     ranked.sort(key=lambda x: (x[0], x[1]))
     best: tuple[tuple, Preemption] | None = None
     for bound, name, near in ranked[:EXAMINED]:
-        if best is not None and bound > best[0][0]:
+        if (best is not None and bound > best[0][0]) or search.quota_failed:
             break
         chosen = search.on_cluster(clusters[name], near)
         if not chosen:
@@ -320,6 +437,24 @@ def _fewest(missing: Mapping[str, int], amounts: Sequence[Mapping[str, int]]) ->
     return fewest
 
 
+def _fewest_sorted(missing: Mapping[str, int], amounts: Mapping[str, Sequence[int]]) -> int | None:
+    """``_fewest`` with each resource's amounts given, largest first."""
+    fewest = 0
+    for r, need in missing.items():
+        if need <= 0:
+            continue
+        got = count = 0
+        for amount in amounts.get(r, ()):
+            got += amount
+            count += 1
+            if got >= need:
+                break
+        if got < need:
+            return None
+        fewest = max(fewest, count)
+    return fewest
+
+
 def _keeps_guarantee(
     job: PendingJob,
     quota: QuotaTree,
@@ -339,8 +474,49 @@ def _keeps_guarantee(
     return True
 
 
+def _take_out(
+    quota: QuotaTree,
+    waiting: list[tuple[str, QuotaNode, Mapping[str, int]]],
+    out: dict[str, tuple[QuotaNode, Mapping[str, int]]],
+) -> None:
+    """Take the waiting victims out of quota, one update per queue (the quota's state depends
+    only on each queue's usage); ``out`` records each of them, and ``waiting`` is emptied."""
+    _update(quota, ((owner, demand) for _, owner, demand in waiting), quota.remove)
+    for ref, owner, demand in waiting:
+        out[ref] = (owner, demand)
+    waiting.clear()
+
+
+def _put_back(quota: QuotaTree, entries: Iterable[tuple[QuotaNode, Mapping[str, int]]]) -> None:
+    _update(quota, entries, quota.add)
+
+
+def _update(
+    quota: QuotaTree,
+    entries: Iterable[tuple[QuotaNode, Mapping[str, int]]],
+    apply: Callable[[QuotaNode, Mapping[str, int]], None],
+) -> None:
+    summed: dict[str, tuple[QuotaNode, dict[str, int]]] = {}
+    for owner, demand in entries:
+        vectors.add_into(summed.setdefault(owner.name, (owner, {}))[1], demand)
+    for owner, amount in summed.values():
+        apply(owner, amount)
+
+
+def _stays_at_guarantee(owner: QuotaNode, demand: Mapping[str, int], needs: Sequence[str]) -> bool:
+    """Whether ``owner`` keeps its guarantee in each of ``needs`` that ``demand`` holds when
+    ``demand`` is taken away (``_keeps_guarantee`` for a first victim)."""
+    total, guarantee = owner.total, owner.guarantee
+    for r in needs:
+        taken = demand.get(r, 0)
+        if taken and total.get(r, 0) - taken < guarantee.get(r, 0):
+            return False
+    return True
+
+
 def _room_without(cluster: ClusterState, victims: Sequence[AdmittedJob], job: PendingJob) -> bool:
-    """Whether the job fits ``cluster`` with the victims' pods there released."""
+    """Whether the job fits ``cluster`` with the victims' pods there released (releasing more
+    never leaves less room)."""
     trial = cluster.copy()
     for victim in victims:
         pods = victim.pods.get(cluster.name)

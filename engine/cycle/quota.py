@@ -18,7 +18,8 @@ Resources no queue names are not limited by quota (placement still checks capaci
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from engine.cycle import vectors
@@ -44,6 +45,7 @@ class QuotaNode:
     guaranteed: Vec
     usage: Vec  # Kueue usage: a leaf's jobs; a parent's children's usage beyond their guaranteed
     total: Vec  # raw usage of every job in the subtree, all resources
+    changes: int = 0  # moves whenever ``total`` does
 
     @property
     def path(self) -> Iterable[QuotaNode]:
@@ -97,6 +99,8 @@ class QuotaTree:
             for r, cap in self.capacity.items()
         }
         self._sum_quota(root)
+        self.version = 0  # a new value on every add and remove, back after a ``trial``
+        self._clock = 0
 
     def _milli(self, amounts: Mapping, fill: bool = False) -> Vec:
         vec = vectors.capacity_milli(amounts)
@@ -201,6 +205,31 @@ class QuotaTree:
             )
         return None
 
+    def room(self, leaf: QuotaNode, resources: Iterable[str]) -> Vec:
+        """Per resource, the most ``leaf`` could take now: ``available``, and no more than the
+        ``max`` of any queue on its path allows. Taking usage away from any queue never lowers
+        it, and raises it by at most the amount taken."""
+        out: Vec = {}
+        for r in resources:
+            room = self.available(leaf, r)
+            for node in leaf.path:
+                cap = node.max.get(r)
+                if cap is not None:
+                    room = min(room, cap - node.total.get(r, 0))
+            out[r] = room
+        return out
+
+    def headroom(self, leaf: QuotaNode, demand: Mapping[str, int]) -> Vec:
+        """Per quota resource ``demand`` holds, ``room`` minus the demand (negative: that much
+        is missing)."""
+        needs = [r for r in self.resources if demand.get(r, 0)]
+        return {r: v - demand[r] for r, v in self.room(leaf, needs).items()}
+
+    def deficit(self, leaf: QuotaNode, demand: Mapping[str, int]) -> Vec:
+        """Per resource, how much of ``demand`` does not fit ``leaf`` now. Empty exactly when
+        ``check`` passes, provided the demand is within ``potential`` and every ``max``."""
+        return {r: -v for r, v in self.headroom(leaf, demand).items() if v < 0}
+
     def within_guarantee(self, leaf: QuotaNode, demand: Mapping[str, int]) -> bool:
         return all(
             leaf.total.get(r, 0) + demand.get(r, 0) <= leaf.guarantee[r]
@@ -212,9 +241,21 @@ class QuotaTree:
         return any(node.total.get(r, 0) > node.guarantee.get(r, 0) for r in resources)
 
     # --- updates -----------------------------------------------------------------------------
+    @contextmanager
+    def trial(self) -> Iterator[None]:
+        """For changes the caller undoes before the block ends: the version is kept."""
+        version = self.version
+        try:
+            yield
+        finally:
+            self.version = version
+
     def add(self, leaf: QuotaNode, amount: Mapping[str, int]) -> None:
+        self._clock += 1
+        self.version = self._clock
         for node in leaf.path:
             vectors.add_into(node.total, amount)
+            node.changes += 1
         for r in self.resources:
             value = amount.get(r, 0)
             node: QuotaNode | None = leaf
@@ -225,9 +266,13 @@ class QuotaTree:
                 node = node.parent
 
     def remove(self, leaf: QuotaNode, amount: Mapping[str, int]) -> None:
-        """The exact inverse of ``add`` (the cycle removes in reverse order of adding)."""
+        """The inverse of ``add``: the state depends only on each leaf's usage, so any amount
+        added before, alone or summed with others, may be removed in any order."""
+        self._clock += 1
+        self.version = self._clock
         for node in leaf.path:
             vectors.add_into(node.total, amount, -1)
+            node.changes += 1
         for r in self.resources:
             value = amount.get(r, 0)
             node: QuotaNode | None = leaf

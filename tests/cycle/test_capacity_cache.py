@@ -1,0 +1,261 @@
+"""ClusterState's caches never answer for a state that has changed since.
+
+The fit answers (``fits``, ``misfit``) are kept per pod signature while the state's ``version``
+is the one they were found at; the room per pod shape (``max_pods``, ``nodes_with_room``) until
+``place`` or ``release``; a ``copy`` shares both until either changes. The oracle is a state
+built anew and given the same changes without being asked anything in between.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from fractions import Fraction
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from engine.cycle import vectors
+from engine.cycle.capacity import ClusterState, Misfit
+from engine.cycle.jobs import PodGroup
+from engine.fleet.frozen import FrozenDict
+from engine.fleet.model import ClusterView, ResourceModel
+from tests.cycle import builders
+
+GPU, CPU, PODS = "nvidia.com/gpu", "cpu", "pods"
+NODE = {GPU: 8, CPU: 64}
+
+Groups = tuple[PodGroup, ...]
+# ("place" | "release", groups), or ("take", resource, milli): the cycle's own edit of ``free``
+# when it nominates a preemptor (cycle.py ``_preempt``), which bumps ``version`` by hand
+Change = tuple[Any, ...]
+
+
+def view(nodes: int = 2, used: int = 0) -> ClusterView:
+    return builders.cluster({"name": "east", "nodes": nodes, "node": NODE, "used": used})
+
+
+def pods(*groups: tuple[int, int, int]) -> Groups:
+    """(pods, GPUs per pod, CPUs per pod) per group."""
+    return tuple(
+        PodGroup({k: v for k, v in ((GPU, gpu * 1000), (CPU, cpu * 1000)) if v} | {PODS: 1000}, n)
+        for n, gpu, cpu in groups
+    )
+
+
+def need(groups: Sequence[PodGroup]) -> dict[str, int]:
+    return vectors.total((g.requests, g.count) for g in groups)
+
+
+def change(state: ClusterState, step: Change) -> None:
+    if step[0] == "place":
+        state.place(step[1])
+    elif step[0] == "release":
+        state.release(step[1])
+    else:  # as Cycle._preempt does
+        _, resource, milli = step
+        state.free[resource] = state.free.get(resource, 0) - milli
+        state.version += 1
+
+
+def replayed(cluster: ClusterView, steps: Sequence[Change]) -> ClusterState:
+    """A state given ``steps`` and asked nothing before: nothing cached."""
+    state = ClusterState(cluster)
+    for step in steps:
+        change(state, step)
+    return state
+
+
+def answers(state: ClusterState, groups: Groups) -> tuple[bool, Misfit | None, int, int]:
+    first = groups[0].requests
+    fits, misfit = state.fits(groups, need(groups)), state.misfit(groups, need(groups))
+    assert fits == (misfit is None)  # misfit places the pods; fits may say no sooner
+    return fits, misfit, state.max_pods(first), state.nodes_with_room(first)
+
+
+def test_place_then_fits_again_sees_the_pods_placed() -> None:
+    state = ClusterState(view(nodes=2))
+    job = pods((2, 8, 8))
+    assert state.fits(job, need(job))
+    assert state.misfit(job, need(job)) is None
+    assert state.nodes_with_room(job[0].requests) == 2
+    state.place(pods((1, 4, 8)))
+    assert not state.fits(job, need(job))
+    misfit = state.misfit(job, need(job))
+    assert misfit is not None
+    assert misfit.message == "needs 16 nvidia.com/gpu, 12 free"
+    assert state.max_pods(job[0].requests) == 1
+    assert state.nodes_with_room(job[0].requests) == 1
+    state.place(pods((1, 1, 1)))  # best fit: onto the node with 4 free
+    misfit = state.misfit(job, need(job))
+    assert misfit is not None
+    assert misfit.message == "needs 16 nvidia.com/gpu, 11 free"
+    assert state.max_pods(job[0].requests) == 1
+    state.place(pods((1, 8, 8)))
+    assert state.max_pods(job[0].requests) == 0
+    assert state.nodes_with_room(job[0].requests) == 0
+
+
+def test_node_shape_misfit_after_place() -> None:
+    state = ClusterState(view(nodes=2))
+    job = pods((2, 6, 8))
+    assert state.fits(job, need(job))
+    state.place(pods((1, 4, 8)))  # 12 GPUs stay free, but no longer 6 on each node
+    assert not state.fits(job, need(job))
+    misfit = state.misfit(job, need(job))
+    assert misfit is not None
+    assert misfit.node_pods == 1
+    assert misfit.message.startswith("1 of 2 pods needing 8 cpu, 6 nvidia.com/gpu find no node")
+    assert misfit.message.endswith("(1 such nodes free)")
+
+
+def test_release_then_fits_again_sees_the_room_given_back() -> None:
+    state = ClusterState(view(nodes=2, used=1))
+    job = pods((2, 8, 8))
+    assert not state.fits(job, need(job))
+    assert state.misfit(job, need(job)) is not None
+    state.release(pods((1, 8, 8)))
+    assert state.fits(job, need(job))
+    assert state.misfit(job, need(job)) is None
+    assert state.max_pods(job[0].requests) == 2
+
+
+def test_a_release_on_a_copy_leaves_the_original_as_it_was() -> None:
+    state = ClusterState(view(nodes=2, used=1))
+    job = pods((2, 8, 8))
+    before = answers(state, job)  # cached, then shared with the copy
+    trial = state.copy()
+    assert answers(trial, job) == before
+    trial.release(pods((1, 8, 8)))
+    assert answers(trial, job)[:2] == (True, None)
+    assert answers(state, job) == before
+    assert answers(trial, job) != answers(state, job)
+
+
+def test_a_change_to_the_original_does_not_reach_a_copy() -> None:
+    state = ClusterState(view(nodes=2))
+    job = pods((2, 8, 8))
+    before = answers(state, job)
+    trial = state.copy()
+    state.place(pods((1, 8, 8)))
+    assert not state.fits(job, need(job))
+    assert answers(trial, job) == before
+
+
+def test_a_copy_and_its_original_changed_to_the_same_version_answer_apart() -> None:
+    state = ClusterState(view(nodes=2, used=1))
+    job = pods((1, 8, 8))
+    answers(state, job)
+    trial = state.copy()
+    trial.release(pods((1, 8, 8)))
+    assert answers(trial, job)[:2] == (True, None)
+    state.place(pods((1, 4, 8)))
+    assert state.version == trial.version
+    assert answers(state, job) == answers(
+        replayed(view(nodes=2, used=1), [("place", pods((1, 4, 8)))]), job
+    )
+    assert not state.fits(job, need(job))
+    assert trial.fits(job, need(job))
+
+
+def test_a_direct_edit_of_free_with_a_version_bump_is_seen() -> None:
+    state = ClusterState(view(nodes=2))
+    job = pods((2, 8, 8))
+    assert state.fits(job, need(job))
+    assert state.misfit(job, need(job)) is None
+    change(state, ("take", GPU, 4000))  # as Cycle._preempt nominates a preemptor
+    assert not state.fits(job, need(job))
+    misfit = state.misfit(job, need(job))
+    assert misfit is not None
+    assert misfit.message == "needs 16 nvidia.com/gpu, 12 free"
+
+
+def test_the_same_requests_in_another_order_get_the_same_answer() -> None:
+    state = ClusterState(view(nodes=1))
+    job = pods((1, 8, 8))
+    reordered = (PodGroup(dict(reversed(job[0].requests.items())), 1),)
+    assert ClusterState.pod_key(job) != ClusterState.pod_key(reordered)
+    assert state.fits(job, need(job))
+    state.place(job)
+    assert not state.fits(reordered, need(reordered))
+    assert state.misfit(reordered, need(reordered)) == state.misfit(job, need(job))
+
+
+def test_a_gang_of_shapes_is_placed_together() -> None:
+    """Each shape alone fits the nodes, both together do not (the cheap "no" must not say
+    yes; only the best-fit placement can tell)."""
+    state = ClusterState(view(nodes=2))
+    job = pods((2, 5, 8), (1, 6, 0))  # 16 GPUs of 16 free
+    assert state.fits(job[:1], need(job[:1]))
+    assert state.fits(job[1:], need(job[1:]))
+    assert not state.fits(job, need(job))
+    misfit = state.misfit(job, need(job))
+    assert misfit is not None
+    assert misfit.message == (
+        "1 of 1 pods needing 6 nvidia.com/gpu find no node with room (2 such nodes free)"
+    )
+    state.release(pods((1, 6, 0)))  # a node of the victim's shape
+    assert state.fits(job, need(job))
+    assert state.misfit(job, need(job)) is None
+
+
+def test_a_negative_model_minimum_gets_no_shortcut() -> None:
+    """A grade whose minimum is below 0 gives nodes less than nothing free: the room per shape
+    then bounds nothing, and fits must still agree with the placement misfit makes."""
+    ranges = {CPU: (Fraction(0), builders.INF), GPU: (Fraction(-2), builders.INF)}
+    cluster = dataclasses.replace(
+        view(nodes=5),
+        resource_models=(
+            ResourceModel(0, FrozenDict(dict.fromkeys((CPU, GPU), (Fraction(0), Fraction(1))))),
+            ResourceModel(1, FrozenDict(ranges)),
+        ),
+        allocatable_modelings=((0, 2), (1, 3)),
+    )
+    state = ClusterState(cluster)
+    assert state.nodes == {(0, 0): 2, (0, -2000): 3}
+    job = pods((2, 4, 0), (3, 0, 0))
+    assert state.fits(job, need(job)) == (state.misfit(job, need(job)) is None)
+
+
+GROUP = st.tuples(
+    st.integers(1, 4), st.sampled_from([0, 1, 2, 4, 8]), st.sampled_from([0, 1, 8, 32])
+)
+GROUPS = st.lists(GROUP, min_size=1, max_size=3).map(lambda g: pods(*g))
+CHANGE = st.one_of(
+    st.tuples(st.just("place"), GROUPS),
+    st.tuples(st.just("release"), GROUPS),
+    st.tuples(st.just("take"), st.sampled_from([GPU, CPU]), st.integers(0, 9000)),
+)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    nodes=st.integers(1, 4),
+    used=st.integers(0, 1),
+    steps=st.lists(st.tuples(CHANGE, st.booleans()), max_size=6),
+    asked=st.lists(GROUPS, min_size=1, max_size=4),
+)
+def test_answers_are_those_of_a_state_never_asked_before(
+    nodes: int, used: int, steps: list[tuple[Change, bool]], asked: list[Groups]
+) -> None:
+    """Asked before and after every change, on the state and on trial copies (changed or
+    not), every answer is what a state given the same changes from scratch gives."""
+    cluster = view(nodes=nodes, used=min(used, nodes))
+    state = ClusterState(cluster)
+    done: list[Change] = []
+    for step, on_copy in steps:
+        for groups in asked:
+            answers(state, groups)  # warm the caches
+        if on_copy:  # a trial copy changes; the state must not
+            trial = state.copy()
+            change(trial, step)
+            fresh = replayed(cluster, [*done, step])
+            for groups in asked:
+                assert answers(trial, groups) == answers(fresh, groups)
+        else:
+            change(state, step)
+            done.append(step)
+        fresh = replayed(cluster, done)
+        for groups in asked:
+            assert answers(state, groups) == answers(fresh, groups)
