@@ -14,10 +14,12 @@ The steps, each in its own module:
 from __future__ import annotations
 
 import datetime as dt
+import operator
 from collections import Counter, defaultdict
+from collections.abc import Iterable
 from typing import Any
 
-from engine.cycle import explain, preemption, vectors
+from engine.cycle import explain, preemption, vectors, victims
 from engine.cycle.capacity import ClusterState
 from engine.cycle.jobs import AdmittedJob, JobCache, PendingJob, classify, read_job
 from engine.cycle.model import CycleResult, Decision
@@ -28,6 +30,8 @@ from engine.cycle.reasons import NEVER, Reason
 from engine.fleet.model import BindingView, Snapshot
 from engine.policy.model import Strategy
 from engine.policy.policyset import PolicySet
+
+_REF = operator.attrgetter("ref")
 
 
 def run_cycle(
@@ -53,8 +57,8 @@ class Cycle:
         # 1. jobs
         # sorted here too, so the result does not depend on the snapshot's order
         pending, admitted, backoff = classify(snapshot, policies, self.cache, now)
-        self.pending = sorted(pending, key=lambda j: j.ref)
-        self.admitted = sorted(admitted, key=lambda j: j.ref)
+        self.pending = sorted(pending, key=_REF)
+        self.admitted = sorted(admitted, key=_REF)
         self.backoff = sorted(backoff, key=lambda b: (b.binding.namespace, b.binding.name))
         # 2. accounting
         views = sorted(snapshot.clusters, key=lambda c: c.name)
@@ -75,7 +79,7 @@ class Cycle:
         self.admitted_count: Counter[str] = Counter(
             j.mapped.queue for j in self.admitted if self.quota.node(j.mapped.queue)
         )
-        self.victims = preemption.VictimIndex(self.admitted)
+        self.victims = victims.VictimIndex(self.admitted)
         self.no_victims: set[tuple[Any, ...]] = set()
         self.searched: set[str] = set()  # queues that had their preemption search this cycle
         self.blocked: dict[str, PendingJob] = {}  # StrictFIFO leaf → its blocked head
@@ -98,16 +102,16 @@ class Cycle:
             fair_sharing=fair.enabled,
             resources=fair.resources or self.quota.resources,
         )
+        strict = {name for name in by_leaf if self._strict(name)}
         while (pick := self.order.next()) is not None:
             leaf_name, job = pick
             # 5.–7. quota, placement, preemption
             admitted = self._consider(job, self.quota.nodes[leaf_name])
-            if admitted or self.decisions[-1].reason in NEVER or not self._strict(leaf_name):
+            if admitted or self.decisions[-1].reason in NEVER or leaf_name not in strict:
                 self.order.advance(leaf_name)
                 continue
             self.blocked[leaf_name] = job
-            for behind in self.order.block(leaf_name):
-                self._block(behind, job)
+            self._block(self.order.block(leaf_name), job)
         return self.result()
 
     def result(self) -> CycleResult:
@@ -117,7 +121,8 @@ class Cycle:
             if item.mapped is not None:
                 waiting.setdefault(item.mapped.queue, []).append(explain.backoff_place(item))
         decisions = [explain.for_backoff(b) for b in self.backoff] + self.decisions
-        decisions = explain.with_positions(decisions, waiting)
+        # every job in ``waiting`` has a decision: all of its queues are wanted
+        decisions = explain.with_positions(decisions, waiting, every_queue=True)
         reports = explain.queue_reports(
             self.quota,
             self.order or QueueOrder(self.quota, {}, fair_sharing=False, resources=()),
@@ -126,7 +131,7 @@ class Cycle:
         )
         stats = {
             "pending": len(self.pending),
-            "admitted": sum(1 for d in self.decisions if d.reason == Reason.ADMITTED),
+            "admitted": [d.reason for d in self.decisions].count(Reason.ADMITTED),
             "celEvaluations": self.placer.memo.misses,
         }
         return CycleResult(self.policies.version, self.now, tuple(decisions), reports, stats)
@@ -145,7 +150,7 @@ class Cycle:
         if problem is not None:
             self._decide(job, *problem)
         elif job.mapped.queue in self.blocked:
-            self._block(job, self.blocked[job.mapped.queue])
+            self._block((job,), self.blocked[job.mapped.queue])
         else:
             self._consider(job, self.quota.nodes[job.mapped.queue])
         decision = explain.with_positions(self.decisions[-1:], self.waiting)[0]
@@ -236,22 +241,23 @@ class Cycle:
             self.decisions.append(explain.for_victim(victim, job, victim.ref in chosen.reclaim))
         return True
 
-    def _block(self, job: PendingJob, head: PendingJob) -> None:
-        self._decide(
-            job,
-            Reason.BLOCKED_BY_HEAD,
-            f"StrictFIFO queue {head.mapped.queue}: waits behind its head {head.ref}",
-        )
+    def _block(self, jobs: Iterable[PendingJob], head: PendingJob) -> None:
+        message = f"StrictFIFO queue {head.mapped.queue}: waits behind its head {head.ref}"
+        for job in jobs:
+            self._decide(job, Reason.BLOCKED_BY_HEAD, message)
 
     def _strict(self, leaf: str) -> bool:
         queue = self.policies.queue(leaf)
         return queue is not None and queue.strategy == Strategy.STRICT_FIFO
 
     def _decide(self, job: PendingJob, reason: Reason, message: str, **extra: Any) -> None:
-        decision = explain.for_job(job, reason, message, **extra)
-        self.decisions.append(decision)
-        if reason != Reason.ADMITTED and reason not in NEVER:
-            self.waiting[job.mapped.queue].append((job.ref, job.order_key))
+        if reason in explain.WAITS:  # neither admitted nor rejected: it keeps its place
+            waiting = self.waiting[job.mapped.queue]
+            waiting.append((job.ref, job.order_key))
+            # Its place unless a job decided later goes before it (jobs of a leaf are decided
+            # in queue order): ``explain.with_positions`` makes sure, and corrects it if not.
+            extra["position"] = len(waiting)
+        self.decisions.append(explain.for_job(job, reason, message, **extra))
 
     def _queue_values(self, name: str) -> dict[str, Any]:
         queue = self.policies.queue(name)

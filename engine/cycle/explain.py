@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import operator
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
@@ -23,6 +22,18 @@ from engine.cycle.quota import ROOT, QuotaNode, QuotaTree
 from engine.cycle.reasons import NEVER, Action, Reason
 
 
+def _action(reason: Reason) -> Action:
+    """Admit for Admitted, Reject for the reasons in NEVER, otherwise Pending: the job waits."""
+    if reason == Reason.ADMITTED:
+        return Action.ADMIT
+    return Action.REJECT if reason in NEVER else Action.PENDING
+
+
+_ACTIONS = {reason: _action(reason) for reason in Reason}
+WAITS = frozenset(reason for reason, action in _ACTIONS.items() if action == Action.PENDING)
+"""Reasons of the jobs that keep their place in their queue: they get a position."""
+
+
 def for_job(
     job: PendingJob,
     reason: Reason,
@@ -31,27 +42,24 @@ def for_job(
     assignments: Sequence[Assignment] = (),
     cluster_reasons: Iterable[tuple[str, str]] = (),
     victims: Sequence[AdmittedJob] = (),
+    position: int | None = None,
 ) -> Decision:
-    if reason == Reason.ADMITTED:
-        action = Action.ADMIT
-    elif reason in NEVER:
-        action = Action.REJECT
-    else:
-        action = Action.PENDING
+    mapped = job.mapped
     return Decision(
-        binding=job.ref,
-        workload=workload_ref(job.binding, job.workload),
-        queue=job.mapped.queue,
-        tenant=job.mapped.tenant,
-        priority=job.mapped.priority,
-        action=action,
-        reason=reason,
-        message=message,
-        clusters=tuple(
-            ClusterAssignment(name, sum(g.count for g in groups)) for name, groups in assignments
-        ),
-        cluster_reasons=tuple(cluster_reasons),
-        victims=tuple(v.ref for v in victims),
+        job.ref,
+        job.workload_ref or workload_ref(job.binding, job.workload),
+        mapped.queue,
+        mapped.tenant,
+        mapped.priority,
+        _ACTIONS[reason],
+        reason,
+        message,
+        tuple(ClusterAssignment(name, sum(g.count for g in groups)) for name, groups in assignments)
+        if assignments
+        else (),
+        position,
+        tuple(cluster_reasons),
+        tuple(v.ref for v in victims) if victims else (),
     )
 
 
@@ -103,25 +111,33 @@ def backoff_place(item: Backoff) -> tuple[str, tuple[Any, ...]]:
 
 
 _first = operator.itemgetter(0)
+_second = operator.itemgetter(1)
 
 
 def with_positions(
-    decisions: Sequence[Decision], waiting: Mapping[str, Sequence[tuple[str, tuple[Any, ...]]]]
+    decisions: Sequence[Decision],
+    waiting: Mapping[str, Sequence[tuple[str, tuple[Any, ...]]]],
+    *,
+    every_queue: bool = False,
 ) -> list[Decision]:
     """Give each waiting job its 1-based place among its queue's jobs still waiting (the
-    queue order: priority, enqueue time, uid).
+    queue order: priority, enqueue time, uid). A decision that has it already is kept.
 
-    Only the queues that hold one of ``decisions`` are sorted: an incremental cycle asks for
-    one decision's position among thousands of waiting jobs."""
-    wanted = {d.binding for d in decisions}
-    position = {
-        ref: i
-        for jobs in waiting.values()
-        if not wanted.isdisjoint(map(_first, jobs))
-        for i, (ref, _) in enumerate(sorted(jobs, key=lambda j: j[1]), start=1)
-    }
+    Only the queues that hold one of ``decisions`` are sorted (all of them with
+    ``every_queue``): an incremental cycle asks for one decision's position among thousands
+    of waiting jobs."""
+    if every_queue:
+        queues: Iterable[Sequence[tuple[str, tuple[Any, ...]]]] = waiting.values()
+    else:
+        wanted = {d.binding for d in decisions}
+        queues = [jobs for jobs in waiting.values() if not wanted.isdisjoint(map(_first, jobs))]
+    position: dict[str, int] = {}
+    for jobs in queues:
+        for i, ref in enumerate(map(_first, sorted(jobs, key=_second)), start=1):
+            position[ref] = i
+    get = position.get
     return [
-        dataclasses.replace(d, position=position[d.binding]) if d.binding in position else d
+        d if (place := get(d.binding)) is None or place == d.position else d.with_position(place)
         for d in decisions
     ]
 

@@ -5,31 +5,31 @@ A job's queue, tenant, priority and gang settings come from the SchedulingPolicy
 (binding uid, generation, policy version): ``JobCache`` keeps them between cycles. It also keeps
 each pending job as built (while its binding and workload are the very same objects, under the
 same policy version and PriorityClass value), PriorityClass values per snapshot, and whatever
-placement keeps per policy version (see ``placement_memo.PlacementMemo``).
+placement keeps per policy version (see ``placement_memo.PlacementMemo``); it lives in
+``jobcache`` and is imported from here too.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 from engine import annotations as ann
 from engine.cycle import vectors
+from engine.cycle.jobcache import JobCache
 from engine.cycle.jobvalues import EPOCH, JobValues
 from engine.cycle.reasons import Reason
 from engine.cycle.vectors import Vec
-from engine.fleet.model import BindingView, PriorityClassView, Snapshot
+from engine.fleet.model import BindingView, Snapshot
 from engine.policy import cel
-from engine.policy.memo import MemoEvaluator
 from engine.policy.model import AdmitOn, SchedulingPolicy
 from engine.policy.policyset import PolicySet
 from engine.resources import PODS, Resources
 from engine.workloads.model import Role, Workload
 
 POD = {PODS: 1000}
-T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +63,7 @@ class PendingJob:
     ref: str = ""  # namespace/name of the binding
     # Within a queue: higher priority first, then earlier enqueue time, then uid.
     order_key: tuple[int, dt.datetime, str] = (0, EPOCH, "")
+    workload_ref: str = ""  # Kind/namespace/name of the template, as decisions name it
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,86 +94,6 @@ def workload_ref(binding: BindingView, workload: Workload | None) -> str:
         return workload.ref
     r = binding.resource
     return f"{r.kind}/{r.namespace}/{r.name}" if r.namespace else f"{r.kind}/{r.name}"
-
-
-class JobCache:
-    """Per-job results kept between cycles, bounded.
-
-    Mapping results are keyed by binding uid, generation and policy version. Pending jobs are
-    kept per binding and PriorityClass value, and used while the binding and workload are the
-    very (immutable) objects they were built from. Pending jobs, evaluators and placement
-    state are kept for the latest policy version only.
-    """
-
-    def __init__(self, max_entries: int = 500_000) -> None:
-        self._entries: dict[tuple[Any, ...], Mapped] = {}
-        self.max_entries = max_entries
-        self._evaluators: dict[str, tuple[MemoEvaluator, MemoEvaluator]] = {}
-        # (namespace, name, PriorityClass value) → the job, for policy ``_pending_version``;
-        # the job holds its binding and workload, which must be the very objects of the cycle
-        self._pending: dict[tuple[str, str, int], PendingJob] = {}
-        self._pending_version: str | None = None
-        self._priorities: tuple[tuple[PriorityClassView, ...], dict[str | None, int | None]] = (
-            (),
-            {},
-        )
-        self._placement: dict[str, Any] = {}
-
-    def evaluators(self, policies: PolicySet) -> tuple[MemoEvaluator, MemoEvaluator]:
-        found = self._evaluators.get(policies.version)
-        if found is None:
-            s = policies.scheduling
-            first = MemoEvaluator([s.queue.program], cel.MAPPING_VARS)
-            rest = [s.tenant, s.priority, s.gang.min_member, s.gang.allow_split]
-            found = (first, MemoEvaluator([e.program for e in rest], cel.MAPPING_VARS))
-            self._evaluators = {policies.version: found}
-        return found
-
-    def get(self, key: tuple[Any, ...]) -> Mapped | None:
-        return self._entries.get(key)
-
-    def put(self, key: tuple[Any, ...], value: Mapped) -> None:
-        if len(self._entries) >= self.max_entries:
-            self._entries.clear()
-        self._entries[key] = value
-
-    def pending(
-        self, binding: BindingView, workload: Workload, version: str, priority_value: int
-    ) -> PendingJob | None:
-        """The pending job kept for exactly these objects and values, if any."""
-        if version != self._pending_version:
-            return None
-        job = self._pending.get((binding.namespace, binding.name, priority_value))
-        if job is None or job.binding is not binding or job.workload is not workload:
-            return None
-        return job
-
-    def keep_pending(self, job: PendingJob, version: str, priority_value: int) -> None:
-        if version != self._pending_version or len(self._pending) >= self.max_entries:
-            self._pending = {}
-            self._pending_version = version
-        binding = job.binding
-        self._pending[(binding.namespace, binding.name, priority_value)] = job
-
-    def priority_value(self, snapshot: Snapshot, name: str | None) -> int | None:
-        """``snapshot.priority_value(name)``, remembered while the snapshot's tuple of
-        PriorityClasses is the same object (the entry holds it, so its id is not reused)."""
-        classes, values = self._priorities
-        if classes is not snapshot.priority_classes:
-            classes, values = snapshot.priority_classes, {}
-            self._priorities = (classes, values)
-        if name in values:
-            return values[name]
-        value = values[name] = snapshot.priority_value(name)
-        return value
-
-    def placement(self, version: str, build: Callable[[], T]) -> T:
-        """What placement keeps between cycles, for policy ``version`` (only the latest)."""
-        found = self._placement.get(version)
-        if found is None:
-            found = build()
-            self._placement = {version: found}
-        return found
 
 
 def map_job(
@@ -262,8 +183,11 @@ def classify(
     pending: list[PendingJob] = []
     admitted: list[AdmittedJob] = []
     backoff: list[Backoff] = []
+    quick = cache.quick(snapshot, policies.version)
     for binding in snapshot.bindings:
-        job = read_job(snapshot, policies, cache, now, binding)
+        job: PendingJob | AdmittedJob | Backoff | None = quick.get(id(binding))
+        if job is None or job.binding is not binding:
+            job = read_job(snapshot, policies, cache, now, binding)
         if isinstance(job, PendingJob):
             pending.append(job)
         elif isinstance(job, AdmittedJob):
@@ -280,6 +204,9 @@ def read_job(
     now: dt.datetime,
     binding: BindingView,
 ) -> PendingJob | AdmittedJob | Backoff | None:
+    kept = cache.kept(snapshot, policies.version, binding)
+    if kept is not None:
+        return kept
     if binding.labels.get(ann.MANAGED) != "true":
         return None
     workload = snapshot.workload_for(binding)
@@ -287,11 +214,14 @@ def read_job(
         snapshot, workload.priority_class_name if workload else None
     )
     admitted = _is_admitted(binding)
-    until = None if admitted else ann.parse_time(binding.annotations.get(ann.BACKOFF_UNTIL, ""))
+    backoff = None if admitted else binding.annotations.get(ann.BACKOFF_UNTIL)
+    until = ann.parse_time(backoff) if backoff else None
     waits = until is not None and until > now
     if not admitted and not waits and workload is not None and priority_value is not None:
         kept = cache.pending(binding, workload, policies.version, priority_value)
         if kept is not None:
+            if until is None:  # read from this snapshot now: ``kept`` finds it next time
+                cache.keep_pending(kept, policies.version, priority_value, snapshot)
             return kept
     mapped: Mapped | None = None
     values: JobValues | None = None
@@ -309,8 +239,11 @@ def read_job(
     job = _pending(snapshot, policies, binding, workload, mapped, values)
     if job.problem is None and priority_value is not None:
         # built from the binding, the workload, the policies and the mapping (itself from the
-        # binding, the workload, the policies and the PriorityClass value): nothing per cycle
-        cache.keep_pending(job, policies.version, priority_value)
+        # binding, the workload, the policies and the PriorityClass value): nothing per cycle;
+        # without a backoff time, not even on ``now``
+        cache.keep_pending(
+            job, policies.version, priority_value, snapshot if until is None else None
+        )
     return job
 
 
@@ -362,6 +295,7 @@ def _pending(
         values=values if values is not None else {},
         ref=ref,
         order_key=(-mapped.priority, enqueued, binding.uid or ref),
+        workload_ref=workload_ref(binding, workload),
     )
 
 

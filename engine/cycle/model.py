@@ -33,6 +33,24 @@ class Decision:
     victims: tuple[str, ...] = ()  # bindings a Preempting job waits for
     preemptor: str = ""  # the binding a Preempt decision makes room for
 
+    def with_position(self, position: int) -> Decision:
+        """This decision with ``position``; as ``dataclasses.replace``, a few times faster."""
+        return Decision(
+            self.binding,
+            self.workload,
+            self.queue,
+            self.tenant,
+            self.priority,
+            self.action,
+            self.reason,
+            self.message,
+            self.clusters,
+            position,
+            self.cluster_reasons,
+            self.victims,
+            self.preemptor,
+        )
+
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "binding": self.binding,

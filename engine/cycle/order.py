@@ -10,32 +10,59 @@ ties between queues that are all within their guarantees. With fair sharing disa
 are compared by ``(-priority, head job's order key)``: one FIFO across queues of a tier.
 
 Each inner node keeps a heap of its children keyed that way; admitting or skipping a job only
-re-keys the nodes on its path to the root, so a pick costs O(depth × log(children)).
+re-keys the nodes on its path to the root, so a pick costs O(depth × log(children)). A node
+whose key comes out unchanged (same usage, head of the same demand) is not pushed again.
 """
 
 from __future__ import annotations
 
 import heapq
 import math
+import operator
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from engine.cycle.jobs import PendingJob
 from engine.cycle.quota import ROOT, QuotaNode, QuotaTree
 
+_ORDER_KEY = operator.attrgetter("order_key")
+
 
 class _Slot:
-    __slots__ = ("best", "blocked", "heap", "index", "jobs", "key", "node", "version")
+    __slots__ = (
+        "best",
+        "blocked",
+        "heap",
+        "index",
+        "jobs",
+        "key",
+        "leaf",
+        "memo",
+        "memo_base",
+        "memo_total",
+        "node",
+        "parent",
+        "version",
+    )
 
     def __init__(self, node: QuotaNode) -> None:
         self.node = node
+        self.parent: _Slot | None = None
+        self.leaf = not node.children
         self.jobs: list[PendingJob] = []
         self.index = 0
         self.blocked = False
-        self.heap: list[tuple[Any, int, str]] = []
+        # (key, version, child): keys end with the child's name, and a child pushes a new entry
+        # only under a new version, so entries never compare beyond the version
+        self.heap: list[tuple[Any, int, _Slot]] = []
         self.version = 0
         self.key: Any = None
         self.best: _Slot | None = None  # inner node: the child whose head is next
+        # fair keys by the head's demand (over the order's resources), valid for `memo_total`
+        self.memo: dict[tuple[int, ...], tuple[Any, ...]] = {}
+        self.memo_total: dict[str, int] | None = None
+        # (memo_total, guarantee) over the order's resources
+        self.memo_base: tuple[tuple[int, ...], tuple[int, ...]] = ((), ())
 
 
 class QueueOrder:
@@ -50,9 +77,16 @@ class QueueOrder:
         self.quota = quota
         self.fair = fair_sharing
         self.resources = tuple(r for r in resources if quota.capacity_of(r) > 0)
+        self._capacities = tuple(quota.capacity_of(r) for r in self.resources)
+        self._zeros = (0,) * len(self.resources)
+        # the last demand turned into a tuple: a job is keyed on every level of its path in turn
+        self._last: tuple[Mapping[str, int] | None, tuple[int, ...]] = (None, ())
         self.slots = {name: _Slot(node) for name, node in quota.nodes.items()}
+        for slot in self.slots.values():
+            if slot.node.parent is not None:
+                slot.parent = self.slots[slot.node.parent.name]
         for name, jobs in jobs_by_leaf.items():
-            self.slots[name].jobs = sorted(jobs, key=lambda j: j.order_key)
+            self.slots[name].jobs = sorted(jobs, key=_ORDER_KEY)
         self._build(self.slots[ROOT])
 
     def _build(self, slot: _Slot) -> None:
@@ -60,22 +94,25 @@ class QueueOrder:
             c = self.slots[child.name]
             self._build(c)
             if c.key is not None:
-                slot.heap.append((c.key, c.version, c.node.name))
+                slot.heap.append((c.key, c.version, c))
         heapq.heapify(slot.heap)
         self._refresh_best(slot)
-        self._rekey(slot, push=False)
+        if slot.parent is not None:
+            self._rekey(slot, push=False)
 
     # --- picking -------------------------------------------------------------------------------
     def head(self, slot: _Slot) -> PendingJob | None:
-        if slot.node.children:
-            return self.head(slot.best) if slot.best is not None else None
+        while not slot.leaf:
+            if slot.best is None:
+                return None
+            slot = slot.best
         if slot.blocked or slot.index >= len(slot.jobs):
             return None
         return slot.jobs[slot.index]
 
     def next(self) -> tuple[str, PendingJob] | None:
         slot = self.slots[ROOT]
-        while slot.node.children:
+        while not slot.leaf:
             if slot.best is None:
                 return None
             slot = slot.best
@@ -85,47 +122,49 @@ class QueueOrder:
     # --- changes -------------------------------------------------------------------------------
     def advance(self, leaf: str) -> None:
         """The leaf's head was decided (admitted or passed over): move to the next job."""
-        self.slots[leaf].index += 1
-        self._update_path(leaf)
+        slot = self.slots[leaf]
+        slot.index += 1
+        self._update_path(slot)
 
     def block(self, leaf: str) -> list[PendingJob]:
         """StrictFIFO: the head stays; every job behind it waits. Returns those jobs."""
         slot = self.slots[leaf]
         slot.blocked = True
         behind = slot.jobs[slot.index + 1 :]
-        self._update_path(leaf)
+        self._update_path(slot)
         return behind
 
     def usage_changed(self, leaf: str) -> None:
-        self._update_path(leaf)
+        self._update_path(self.slots[leaf])
 
     def remaining(self, leaf: str) -> list[PendingJob]:
         slot = self.slots[leaf]
         return [] if slot.blocked else slot.jobs[slot.index :]
 
-    def _update_path(self, name: str) -> None:
-        slot = self.slots[name]
-        while True:
+    def _update_path(self, slot: _Slot) -> None:
+        """Re-key ``slot`` and its ancestors below the root (whose own key nothing compares)."""
+        while (parent := slot.parent) is not None:
             self._rekey(slot)
-            parent = slot.node.parent
-            if parent is None:
-                return
-            slot = self.slots[parent.name]
-            self._refresh_best(slot)
+            self._refresh_best(parent)
+            slot = parent
 
     def _rekey(self, slot: _Slot, push: bool = True) -> None:
         job = self.head(slot)
+        key = None if job is None else self._key(slot, job)
+        if key == slot.key:
+            # Same key: the parent's heap already holds it under the current version (an entry
+            # is dropped only once stale), and keys end with the name, so the order is as if
+            # it had been pushed again.
+            return
         slot.version += 1
-        slot.key = None if job is None else self._key(slot.node, job)
-        parent = slot.node.parent
-        if push and parent is not None and slot.key is not None:
-            heapq.heappush(self.slots[parent.name].heap, (slot.key, slot.version, slot.node.name))
+        slot.key = key
+        if push and slot.parent is not None and key is not None:
+            heapq.heappush(slot.parent.heap, (key, slot.version, slot))
 
     def _refresh_best(self, slot: _Slot) -> None:
         heap = slot.heap
         while heap:
-            _, version, name = heap[0]
-            child = self.slots[name]
+            _, version, child = heap[0]
             if child.version == version and child.key is not None:
                 slot.best = child
                 return
@@ -133,25 +172,58 @@ class QueueOrder:
         slot.best = None
 
     # --- keys ----------------------------------------------------------------------------------
-    def _key(self, node: QuotaNode, job: PendingJob) -> tuple[Any, ...]:
+    def _key(self, slot: _Slot, job: PendingJob) -> tuple[Any, ...]:
+        """The node's key with ``job`` as its head. A fair key is remembered per demand while
+        the node's usage is the same: nothing else it depends on changes during a cycle."""
+        node = slot.node
         if not self.fair:
             return (-node.priority, job.order_key, node.name)
-        borrowed, used = self.shares(node, job.demand)
-        return (-node.priority, borrowed, used, node.name)
+        if node.total != slot.memo_total:
+            slot.memo.clear()
+            slot.memo_total = dict(node.total)
+            slot.memo_base = (self._demand(node.total), self._demand(node.guarantee))
+        last_amounts, demand = self._last
+        if job.demand is not last_amounts:
+            demand = self._demand(job.demand)
+            self._last = (job.demand, demand)
+        key = slot.memo.get(demand)
+        if key is None:
+            borrowed, used = self._shares(*slot.memo_base, node.weight, demand)
+            key = slot.memo[demand] = (-node.priority, borrowed, used, node.name)
+        return key
+
+    def _demand(self, amounts: Mapping[str, int]) -> tuple[int, ...]:
+        """``amounts`` over the order's resources."""
+        return tuple(map(amounts.get, self.resources, self._zeros))
 
     def shares(self, node: QuotaNode, extra: Mapping[str, int]) -> tuple[float, float]:
         """(borrowed share, usage share) of ``node`` with ``extra`` added, divided by weight."""
+        total, guarantee = self._demand(node.total), self._demand(node.guarantee)
+        return self._shares(total, guarantee, node.weight, self._demand(extra))
+
+    def _shares(
+        self,
+        total: tuple[int, ...],
+        guarantee: tuple[int, ...],
+        weight: float,
+        extra: tuple[int, ...],
+    ) -> tuple[float, float]:
+        """``shares`` with the node's total and guarantee over the order's resources."""
         borrowed = used = 0.0
-        total, guarantee = node.total, node.guarantee
-        for r in self.resources:
-            amount = total.get(r, 0) + extra.get(r, 0)
+        for used_now, guaranteed, capacity, more in zip(
+            total, guarantee, self._capacities, extra, strict=True
+        ):
+            amount = used_now + more
             if amount <= 0:
                 continue
-            capacity = self.quota.capacity_of(r)
-            used = max(used, amount / capacity)
-            above = amount - guarantee.get(r, 0)
+            share = amount / capacity
+            if share > used:
+                used = share
+            above = amount - guaranteed
             if above > 0:
-                borrowed = max(borrowed, above / capacity)
-        if node.weight <= 0:
+                share = above / capacity
+                if share > borrowed:
+                    borrowed = share
+        if weight <= 0:
             return (math.inf if borrowed else 0.0, math.inf if used else 0.0)
-        return borrowed / node.weight, used / node.weight
+        return borrowed / weight, used / weight

@@ -17,24 +17,27 @@ Clusters are tried in order of a lower bound on the victims they need (the fewes
 whose amounts could cover what is missing, by totals), at most ``EXAMINED`` of them; a cluster
 whose bound exceeds the fewest victims found so far is not tried. The cluster needing the fewest
 victims wins, then the one whose victims have the lowest priorities, then the first by name.
-Nothing is preempted unless the job then fits. Jobs admitted in this cycle are never victims,
+Nothing is preempted unless the job then fits, and never more than ``MOST_VICTIMS`` jobs for
+one (an over-committed queue could otherwise evict hundreds of jobs to admit one small job).
+Jobs admitted in this cycle are never victims,
 and a victim of one job is not offered to another, so no job can be preempted for a job that it
 preempted (no A→B→A cycles).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from engine.cycle import vectors
 from engine.cycle.capacity import ClusterState
 from engine.cycle.jobs import AdmittedJob, PendingJob
 from engine.cycle.quota import QuotaNode, QuotaTree
-from engine.cycle.vectors import Vec
+from engine.cycle.victims import Pool, VictimIndex, put_back, take_out, update
 from engine.policy.model import Queue, ReclaimPolicy, WithinQueuePreemption
 
 EXAMINED = 8  # clusters given the full victim search in one preemption attempt
+MOST_VICTIMS = 100  # a job that would need more victims than this waits instead
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,77 +45,6 @@ class Preemption:
     cluster: str
     victims: tuple[AdmittedJob, ...]
     reclaim: frozenset[str]  # refs of victims taken by reclaim (the rest: lower priority)
-
-
-@dataclass(frozen=True, slots=True)
-class Pool:
-    """The victims that could be taken out of quota for jobs of one kind (queue, priority,
-    resources needed and short of, reclaimed queues), and the most taking them could do."""
-
-    queues: tuple[tuple[QuotaNode, tuple[AdmittedJob, ...], Vec], ...]  # (queue, victims, most)
-    room: Vec  # per resource needed, what the job's queue could take with all of them gone
-    amounts: Mapping[str, tuple[int, ...]]  # per resource short of, largest first
-
-
-def victim_order(victim: AdmittedJob) -> tuple:
-    return (victim.mapped.priority, -victim.admitted_at.timestamp(), victim.binding.uid)
-
-
-class VictimIndex:
-    """The cycle's admitted jobs that may be preempted, in victim order, by queue and cluster.
-    Built once per cycle; ``take`` removes the victims of each decided preemption."""
-
-    def __init__(self, admitted: Iterable[AdmittedJob]) -> None:
-        self.order = sorted((j for j in admitted if j.usage), key=victim_order)
-        self.rank = {v.ref: i for i, v in enumerate(self.order)}
-        self.by_queue: dict[str, list[AdmittedJob]] = {}
-        self.on_cluster: dict[str, list[AdmittedJob]] = {}
-        for victim in self.order:
-            self.by_queue.setdefault(victim.mapped.queue, []).append(victim)
-            for name in victim.usage:
-                self.on_cluster.setdefault(name, []).append(victim)
-        self.taken: set[str] = set()
-        self._borrowers: dict[tuple[str, ...], tuple[int, frozenset[str]]] = {}
-        self._freeing: dict[tuple, tuple[tuple[int, int], list[AdmittedJob]]] = {}
-        self.pools: dict[tuple, tuple[tuple[int, int], Pool]] = {}  # kept by ``Search.pool``
-
-    def take(self, victims: Iterable[AdmittedJob]) -> None:
-        self.taken.update(v.ref for v in victims)
-
-    def freeing(
-        self, node: QuotaNode, short: tuple[str, ...], needs: tuple[str, ...] | None
-    ) -> list[AdmittedJob]:
-        """Victims of the queue ``node`` not taken yet that hold one of ``short``; with
-        ``needs`` (reclaim), only those whose queue stays at its guarantee in ``needs`` without
-        them. Kept while the queue's usage and the taken victims do not change."""
-        key = (node.name, short, needs)
-        stamp = (node.changes, len(self.taken))
-        kept = self._freeing.get(key)
-        if kept is None or kept[0] != stamp:
-            found = [
-                v
-                for v in self.by_queue.get(node.name, ())
-                if v.ref not in self.taken
-                and any(v.demand.get(r, 0) for r in short)
-                and (needs is None or _stays_at_guarantee(node, v.demand, needs))
-            ]
-            kept = (stamp, found)
-            self._freeing[key] = kept
-        return kept[1]
-
-    def borrowers(self, quota: QuotaTree, resources: tuple[str, ...]) -> frozenset[str]:
-        """Queues with victims that use more than their guarantee of one of ``resources``
-        (kept while the quota does not change)."""
-        kept = self._borrowers.get(resources)
-        if kept is None or kept[0] != quota.version:
-            found = frozenset(
-                name
-                for name in self.by_queue
-                if (node := quota.node(name)) is not None and quota.borrowing(node, resources)
-            )
-            kept = (quota.version, found)
-            self._borrowers[resources] = kept
-        return kept[1]
 
 
 class Search:
@@ -140,7 +72,8 @@ class Search:
         self.lower = queue.preemption.within_queue == WithinQueuePreemption.LOWER_PRIORITY
         self.short = quota.deficit(leaf, job.demand)
         self._quota_candidates: list[AdmittedJob] | None = None
-        self.quota_failed = False  # a cluster's search ended with the shortfall left
+        # a cluster's search ended with the shortfall left, or needing too many victims for it
+        self.quota_failed = False
         self._quota_only: tuple[AdmittedJob, ...] | None = None
         self._quota_fewest: tuple[int | None] | None = None  # (bound,) once computed
 
@@ -210,9 +143,9 @@ class Search:
                     most[r] = min(most.get(r, 0), above)
             queues.append((node, tuple(victims), most))
         with quota.trial():
-            _update(quota, ((node, most) for node, _, most in queues), quota.remove)
+            update(quota, ((node, most) for node, _, most in queues), quota.remove)
             room = quota.room(leaf, self.needs)
-            _update(quota, ((node, most) for node, _, most in queues), quota.add)
+            update(quota, ((node, most) for node, _, most in queues), quota.add)
         amounts = {
             r: tuple(
                 sorted(
@@ -239,7 +172,8 @@ class Search:
         if any(demand.get(r, 0) > quota.potential(leaf, r) for r in self.short):
             return True
         pool = self.pool()
-        if self._quota_bound() is None:
+        bound = self._quota_bound()
+        if bound is None or bound > MOST_VICTIMS:
             return True
         # taking every candidate at once is the most victims could do
         return any(demand[r] > pool.room.get(r, 0) for r in self.needs)
@@ -306,13 +240,16 @@ class Search:
                         continue
                     vectors.add_into(taken_from.setdefault(queue, {}), victim.demand)
                 chosen.append(victim)
+                if len(chosen) > 4 * MOST_VICTIMS:  # unneeded ones are dropped later, not so many
+                    self.quota_failed = bool(self.short)  # the same candidates everywhere
+                    return []
                 if owner is not None:
                     waiting.append((victim.ref, owner, victim.demand))
                     if short:
                         for r in short:
                             freed[r] = freed.get(r, 0) + victim.demand.get(r, 0)
                         if all(freed[r] >= v for r, v in short.items()):
-                            _take_out(quota, waiting, out)
+                            take_out(quota, waiting, out)
                             short = quota.deficit(leaf, job.demand)
                             freed = {}
                 if name in victim.usage:
@@ -325,10 +262,13 @@ class Search:
                 # cluster, the search stops here (a greedy heuristic, like the rest)
                 self.quota_failed = bool(short)
                 return []
-            _take_out(quota, waiting, out)
+            take_out(quota, waiting, out)
             chosen = self._fewer(cluster, chosen, out)
+            if len(chosen) > MOST_VICTIMS:
+                self.quota_failed = bool(self.short)
+                return []
         finally:
-            _put_back(quota, out.values())
+            put_back(quota, out.values())
         return chosen
 
     def _fewer(
@@ -375,7 +315,7 @@ def choose(
     for name in targets:
         near = search.near(name)
         bound = search.lower_bound(clusters[name], near)
-        if bound is not None:
+        if bound is not None and bound <= MOST_VICTIMS:
             ranked.append((bound, name, near))
     ranked.sort(key=lambda x: (x[0], x[1]))
     best: tuple[tuple, Preemption] | None = None
@@ -470,46 +410,6 @@ def _keeps_guarantee(
             continue
         taken = before.get(r, 0) + victim.demand.get(r, 0)
         if taken and owner.total.get(r, 0) - taken < owner.guarantee.get(r, 0):
-            return False
-    return True
-
-
-def _take_out(
-    quota: QuotaTree,
-    waiting: list[tuple[str, QuotaNode, Mapping[str, int]]],
-    out: dict[str, tuple[QuotaNode, Mapping[str, int]]],
-) -> None:
-    """Take the waiting victims out of quota, one update per queue (the quota's state depends
-    only on each queue's usage); ``out`` records each of them, and ``waiting`` is emptied."""
-    _update(quota, ((owner, demand) for _, owner, demand in waiting), quota.remove)
-    for ref, owner, demand in waiting:
-        out[ref] = (owner, demand)
-    waiting.clear()
-
-
-def _put_back(quota: QuotaTree, entries: Iterable[tuple[QuotaNode, Mapping[str, int]]]) -> None:
-    _update(quota, entries, quota.add)
-
-
-def _update(
-    quota: QuotaTree,
-    entries: Iterable[tuple[QuotaNode, Mapping[str, int]]],
-    apply: Callable[[QuotaNode, Mapping[str, int]], None],
-) -> None:
-    summed: dict[str, tuple[QuotaNode, dict[str, int]]] = {}
-    for owner, demand in entries:
-        vectors.add_into(summed.setdefault(owner.name, (owner, {}))[1], demand)
-    for owner, amount in summed.values():
-        apply(owner, amount)
-
-
-def _stays_at_guarantee(owner: QuotaNode, demand: Mapping[str, int], needs: Sequence[str]) -> bool:
-    """Whether ``owner`` keeps its guarantee in each of ``needs`` that ``demand`` holds when
-    ``demand`` is taken away (``_keeps_guarantee`` for a first victim)."""
-    total, guarantee = owner.total, owner.guarantee
-    for r in needs:
-        taken = demand.get(r, 0)
-        if taken and total.get(r, 0) - taken < guarantee.get(r, 0):
             return False
     return True
 

@@ -1,0 +1,138 @@
+"""What one cycle keeps for the next: per-job results, bounded (see ``JobCache``).
+
+``jobs.read_job`` reads bindings through it; placement keeps its memo in it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from engine.fleet.model import BindingView, PriorityClassView, Snapshot
+from engine.policy import cel
+from engine.policy.memo import MemoEvaluator
+from engine.policy.policyset import PolicySet
+from engine.workloads.model import Workload
+
+if TYPE_CHECKING:
+    from engine.cycle.jobs import Mapped, PendingJob
+
+T = TypeVar("T")
+
+
+class JobCache:
+    """Per-job results kept between cycles, bounded.
+
+    Mapping results are keyed by binding uid, generation and policy version. Pending jobs are
+    kept per binding and PriorityClass value, and used while the binding and workload are the
+    very (immutable) objects they were built from. Pending jobs, evaluators and placement
+    state are kept for the latest policy version only.
+
+    A warm cycle reads most pending jobs through ``kept``: while the snapshot's workloads and
+    PriorityClasses are the very objects a job was last read from, nothing it depends on
+    changed (unless its binding has a backoff time, which is compared with ``now``).
+    """
+
+    def __init__(self, max_entries: int = 500_000) -> None:
+        self._entries: dict[tuple[Any, ...], Mapped] = {}
+        self.max_entries = max_entries
+        self._evaluators: dict[str, tuple[MemoEvaluator, MemoEvaluator]] = {}
+        # id(binding) → the job and its PriorityClass value, for policy ``_pending_version``;
+        # the job holds its binding (so the id is not reused) and workload, which must be the
+        # very objects of the cycle
+        self._pending: dict[int, PendingJob] = {}
+        self._values: dict[int, int] = {}
+        # the jobs ``kept`` returns: read from these workloads and PriorityClasses, no backoff
+        self._quick: dict[int, PendingJob] = {}
+        self._quick_source: tuple[object, object] = (None, None)
+        self._pending_version: str | None = None
+        self._priorities: tuple[tuple[PriorityClassView, ...], dict[str | None, int | None]] = (
+            (),
+            {},
+        )
+        self._placement: dict[str, Any] = {}
+
+    def evaluators(self, policies: PolicySet) -> tuple[MemoEvaluator, MemoEvaluator]:
+        found = self._evaluators.get(policies.version)
+        if found is None:
+            s = policies.scheduling
+            first = MemoEvaluator([s.queue.program], cel.MAPPING_VARS)
+            rest = [s.tenant, s.priority, s.gang.min_member, s.gang.allow_split]
+            found = (first, MemoEvaluator([e.program for e in rest], cel.MAPPING_VARS))
+            self._evaluators = {policies.version: found}
+        return found
+
+    def get(self, key: tuple[Any, ...]) -> Mapped | None:
+        return self._entries.get(key)
+
+    def put(self, key: tuple[Any, ...], value: Mapped) -> None:
+        if len(self._entries) >= self.max_entries:
+            self._entries.clear()
+        self._entries[key] = value
+
+    def pending(
+        self, binding: BindingView, workload: Workload, version: str, priority_value: int
+    ) -> PendingJob | None:
+        """The pending job kept for exactly these objects and values, if any."""
+        if version != self._pending_version:
+            return None
+        job = self._pending.get(id(binding))
+        if job is None or job.binding is not binding or job.workload is not workload:
+            return None
+        return job if self._values[id(binding)] == priority_value else None
+
+    def kept(self, snapshot: Snapshot, version: str, binding: BindingView) -> PendingJob | None:
+        """What ``read_job`` returns for ``binding``, if it is a job kept from ``snapshot``'s
+        very workloads and PriorityClasses, without a backoff time."""
+        job = self.quick(snapshot, version).get(id(binding))
+        return job if job is not None and job.binding is binding else None
+
+    def quick(self, snapshot: Snapshot, version: str) -> Mapping[int, PendingJob]:
+        """id(binding) → the jobs ``kept`` may return for ``snapshot`` (check the binding)."""
+        workloads, classes = self._quick_source
+        if (
+            workloads is not snapshot.workloads
+            or classes is not snapshot.priority_classes
+            or version != self._pending_version
+        ):
+            return {}
+        return self._quick
+
+    def keep_pending(
+        self, job: PendingJob, version: str, priority_value: int, snapshot: Snapshot | None = None
+    ) -> None:
+        """Keep ``job``, read from ``snapshot``: pass it only when the job depends on nothing
+        but the binding, the policies, the workloads and the PriorityClasses (not ``now``)."""
+        if version != self._pending_version or len(self._pending) >= self.max_entries:
+            self._pending, self._values, self._quick = {}, {}, {}
+            self._pending_version = version
+        key = id(job.binding)
+        self._pending[key] = job
+        self._values[key] = priority_value
+        if snapshot is None:
+            self._quick.pop(key, None)
+            return
+        source = (snapshot.workloads, snapshot.priority_classes)
+        if source[0] is not self._quick_source[0] or source[1] is not self._quick_source[1]:
+            self._quick, self._quick_source = {}, source
+        self._quick[key] = job
+
+    def priority_value(self, snapshot: Snapshot, name: str | None) -> int | None:
+        """``snapshot.priority_value(name)``, remembered while the snapshot's tuple of
+        PriorityClasses is the same object (the entry holds it, so its id is not reused)."""
+        classes, values = self._priorities
+        if classes is not snapshot.priority_classes:
+            classes, values = snapshot.priority_classes, {}
+            self._priorities = (classes, values)
+        if name in values:
+            return values[name]
+        value = values[name] = snapshot.priority_value(name)
+        return value
+
+    def placement(self, version: str, build: Callable[[], T]) -> T:
+        """What placement keeps between cycles, for policy ``version`` (only the latest)."""
+        found = self._placement.get(version)
+        if found is None:
+            found = build()
+            self._placement = {version: found}
+        return found

@@ -1,0 +1,123 @@
+"""What preemption searches over: the admitted jobs that may be taken, indexed once per cycle,
+and the quota updates a search makes on trial (undone before it ends)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from engine.cycle import vectors
+from engine.cycle.jobs import AdmittedJob
+from engine.cycle.quota import QuotaNode, QuotaTree
+from engine.cycle.vectors import Vec
+
+
+@dataclass(frozen=True, slots=True)
+class Pool:
+    """The victims that could be taken out of quota for jobs of one kind (queue, priority,
+    resources needed and short of, reclaimed queues), and the most taking them could do."""
+
+    queues: tuple[tuple[QuotaNode, tuple[AdmittedJob, ...], Vec], ...]  # (queue, victims, most)
+    room: Vec  # per resource needed, what the job's queue could take with all of them gone
+    amounts: Mapping[str, tuple[int, ...]]  # per resource short of, largest first
+
+
+def victim_order(victim: AdmittedJob) -> tuple:
+    return (victim.mapped.priority, -victim.admitted_at.timestamp(), victim.binding.uid)
+
+
+class VictimIndex:
+    """The cycle's admitted jobs that may be preempted, in victim order, by queue and cluster.
+    Built once per cycle; ``take`` removes the victims of each decided preemption."""
+
+    def __init__(self, admitted: Iterable[AdmittedJob]) -> None:
+        self.order = sorted((j for j in admitted if j.usage), key=victim_order)
+        self.rank = {v.ref: i for i, v in enumerate(self.order)}
+        self.by_queue: dict[str, list[AdmittedJob]] = {}
+        self.on_cluster: dict[str, list[AdmittedJob]] = {}
+        for victim in self.order:
+            self.by_queue.setdefault(victim.mapped.queue, []).append(victim)
+            for name in victim.usage:
+                self.on_cluster.setdefault(name, []).append(victim)
+        self.taken: set[str] = set()
+        self._borrowers: dict[tuple[str, ...], tuple[int, frozenset[str]]] = {}
+        self._freeing: dict[tuple, tuple[tuple[int, int], list[AdmittedJob]]] = {}
+        self.pools: dict[tuple, tuple[tuple[int, int], Pool]] = {}  # kept by ``Search.pool``
+
+    def take(self, victims: Iterable[AdmittedJob]) -> None:
+        self.taken.update(v.ref for v in victims)
+
+    def freeing(
+        self, node: QuotaNode, short: tuple[str, ...], needs: tuple[str, ...] | None
+    ) -> list[AdmittedJob]:
+        """Victims of the queue ``node`` not taken yet that hold one of ``short``; with
+        ``needs`` (reclaim), only those whose queue stays at its guarantee in ``needs`` without
+        them. Kept while the queue's usage and the taken victims do not change."""
+        key = (node.name, short, needs)
+        stamp = (node.changes, len(self.taken))
+        kept = self._freeing.get(key)
+        if kept is None or kept[0] != stamp:
+            found = [
+                v
+                for v in self.by_queue.get(node.name, ())
+                if v.ref not in self.taken
+                and any(v.demand.get(r, 0) for r in short)
+                and (needs is None or stays_at_guarantee(node, v.demand, needs))
+            ]
+            kept = (stamp, found)
+            self._freeing[key] = kept
+        return kept[1]
+
+    def borrowers(self, quota: QuotaTree, resources: tuple[str, ...]) -> frozenset[str]:
+        """Queues with victims that use more than their guarantee of one of ``resources``
+        (kept while the quota does not change)."""
+        kept = self._borrowers.get(resources)
+        if kept is None or kept[0] != quota.version:
+            found = frozenset(
+                name
+                for name in self.by_queue
+                if (node := quota.node(name)) is not None and quota.borrowing(node, resources)
+            )
+            kept = (quota.version, found)
+            self._borrowers[resources] = kept
+        return kept[1]
+
+
+def take_out(
+    quota: QuotaTree,
+    waiting: list[tuple[str, QuotaNode, Mapping[str, int]]],
+    out: dict[str, tuple[QuotaNode, Mapping[str, int]]],
+) -> None:
+    """Take the waiting victims out of quota, one update per queue (the quota's state depends
+    only on each queue's usage); ``out`` records each of them, and ``waiting`` is emptied."""
+    update(quota, ((owner, demand) for _, owner, demand in waiting), quota.remove)
+    for ref, owner, demand in waiting:
+        out[ref] = (owner, demand)
+    waiting.clear()
+
+
+def put_back(quota: QuotaTree, entries: Iterable[tuple[QuotaNode, Mapping[str, int]]]) -> None:
+    update(quota, entries, quota.add)
+
+
+def update(
+    quota: QuotaTree,
+    entries: Iterable[tuple[QuotaNode, Mapping[str, int]]],
+    apply: Callable[[QuotaNode, Mapping[str, int]], None],
+) -> None:
+    summed: dict[str, tuple[QuotaNode, dict[str, int]]] = {}
+    for owner, demand in entries:
+        vectors.add_into(summed.setdefault(owner.name, (owner, {}))[1], demand)
+    for owner, amount in summed.values():
+        apply(owner, amount)
+
+
+def stays_at_guarantee(owner: QuotaNode, demand: Mapping[str, int], needs: Sequence[str]) -> bool:
+    """Whether ``owner`` keeps its guarantee in each of ``needs`` that ``demand`` holds when
+    ``demand`` is taken away (``_keeps_guarantee`` for a first victim)."""
+    total, guarantee = owner.total, owner.guarantee
+    for r in needs:
+        taken = demand.get(r, 0)
+        if taken and total.get(r, 0) - taken < guarantee.get(r, 0):
+            return False
+    return True
