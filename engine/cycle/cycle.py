@@ -202,16 +202,19 @@ class Cycle:
         pods = tuple((tuple(sorted(g.requests.items())), g.count) for g in job.pods)
         shape = (leaf.name, job.mapped.priority, pods, len(self.victims.taken))
         queue = self.policies.queue(leaf.name)
-        if shape in self.no_victims or queue is None:
+        if shape in self.no_victims or queue is None or not preemption.allowed(queue):
             return False
         search = preemption.Search(job, leaf, queue, self.quota, self.victims)
+        if not (search.owners or search.lower) or search.hopeless():
+            self.no_victims.add(shape)  # nobody it may take, or not enough
+            return False
         key = self.placer.job_key(job)
         targets = [
             n
             for n in self.placer.candidates(job, key).names
             if self.clusters[n].could_ever_hold(job.pods, job.demand)
         ]
-        if not targets or search.hopeless():
+        if not targets:
             self.no_victims.add(shape)
             return False
         self.searched.add(leaf.name)

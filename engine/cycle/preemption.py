@@ -47,6 +47,15 @@ class Preemption:
     reclaim: frozenset[str]  # refs of victims taken by reclaim (the rest: lower priority)
 
 
+def allowed(queue: Queue) -> bool:
+    """Whether jobs of ``queue`` may preempt at all."""
+    preemption = queue.preemption
+    return (
+        preemption.reclaim == ReclaimPolicy.ANY
+        or preemption.within_queue == WithinQueuePreemption.LOWER_PRIORITY
+    )
+
+
 class Search:
     """One preemption attempt for ``job``: who may be taken, and what quota it is short of."""
 
