@@ -199,10 +199,12 @@ class Cycle:
         ClusterQueue per cycle. The next cycle tries the next job."""
         if leaf.name in self.searched:
             return False
+        queue = self.policies.queue(leaf.name)
+        if queue is None or not preemption.allowed(queue):
+            return False
         pods = tuple((tuple(sorted(g.requests.items())), g.count) for g in job.pods)
         shape = (leaf.name, job.mapped.priority, pods, len(self.victims.taken))
-        queue = self.policies.queue(leaf.name)
-        if shape in self.no_victims or queue is None or not preemption.allowed(queue):
+        if shape in self.no_victims:
             return False
         search = preemption.Search(job, leaf, queue, self.quota, self.victims)
         if not (search.owners or search.lower) or search.hopeless():

@@ -101,6 +101,7 @@ class QuotaTree:
         self._sum_quota(root)
         self.version = 0  # a new value on every add and remove, back after a ``trial``
         self._clock = 0
+        self._potential: dict[tuple[str, str], int] = {}
 
     def _milli(self, amounts: Mapping, fill: bool = False) -> Vec:
         vec = vectors.capacity_milli(amounts)
@@ -140,7 +141,15 @@ class QuotaTree:
         return max(0, node.guaranteed[r] - node.usage[r]) + from_parent
 
     def potential(self, node: QuotaNode, r: str) -> int:
-        """The most ``node`` could use with every other queue idle (Kueue potentialAvailable)."""
+        """The most ``node`` could use with every other queue idle (Kueue potentialAvailable).
+        It does not depend on usage: computed once per node and resource."""
+        key = (node.name, r)
+        found = self._potential.get(key)
+        if found is None:
+            found = self._potential[key] = self._potential_of(node, r)
+        return found
+
+    def _potential_of(self, node: QuotaNode, r: str) -> int:
         if node.parent is None:
             return node.subtree[r]
         most = node.guaranteed[r] + self.potential(node.parent, r)
