@@ -3,7 +3,10 @@
 The fleet and policies are built first (not timed). Then ``repeats`` full cycles run over all
 pending jobs with one JobCache, as the reconciler would keep it: the first cycle evaluates the
 mapping CEL of every job, later ones reuse it (``first_cycle_seconds`` reports the cold one).
-The built fleet is frozen out of the garbage collector's view (``gc.freeze``).
+Long-lived state is frozen out of the garbage collector's view (``gc.freeze``, after a full
+collection, so nothing collectable is frozen): the built fleet, and the JobCache once the first
+cycle has filled it, as a service does after warming up. Otherwise every warm cycle would pay
+for full collections that scan the cache's objects (about 0.13 s at 15,000 jobs).
 After the last full cycle, ``repeats`` jobs arrive one at a time and each is decided by an
 incremental cycle against the state the full cycle ended in.
 """
@@ -51,11 +54,15 @@ def run(jobs: int, clusters: int, queues: int, seed: int, repeats: int) -> dict[
     # scans, as the webhook does with its long-lived state after start-up.
     gc.collect()
     gc.freeze()
-    for _ in range(max(repeats, 1)):
+    for index in range(max(repeats, 1)):
         t0 = time.perf_counter()
         cycle = Cycle(fleet.snapshot, policies, NOW, cache)
         result = cycle.run()
         full.append(time.perf_counter() - t0)
+        if index == 0:  # the cache is warm: keep it out of later collections
+            cycle = result = None
+            gc.collect()
+            gc.freeze()
     assert cycle is not None and result is not None
     incremental: list[float] = []
     snapshot = fleet.snapshot

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import TypeAlias
 
 from engine.cycle import vectors
-from engine.cycle.jobs import PodGroup
+from engine.cycle.jobs import PodGroup, pod_key
 from engine.cycle.vectors import Vec
 from engine.fleet.model import ClusterView
 
@@ -93,15 +93,6 @@ class ClusterState:
             self.nodes = nodes
             self._room_bounds = all(v >= 0 for shape in nodes for v in shape)
 
-    @staticmethod
-    def pod_key(groups: Sequence[PodGroup]) -> PodKey:
-        """The fit caches' key: each group's requests (in their own order; the same requests
-        in another order only miss the cache) and count, in the groups' order."""
-        if len(groups) == 1:
-            group = groups[0]
-            return ((tuple(group.requests.items()), group.count),)
-        return tuple([(tuple(g.requests.items()), g.count) for g in groups])
-
     @property
     def name(self) -> str:
         return self.view.name
@@ -135,7 +126,7 @@ class ClusterState:
         the caller has it) fits now. Answers are cached by ``key`` alone: ``need`` must be the
         groups' totals (``PendingJob.demand`` is)."""
         if key is None:
-            key = self.pod_key(groups)
+            key = pod_key(groups)
         answers = self._current().fits
         found = answers.get(key)
         if found is None:
@@ -148,7 +139,7 @@ class ClusterState:
         """None when every pod of ``groups`` (totals ``need``, when given; ``key``: their
         ``pod_key``) fits now; otherwise what is missing."""
         if key is None:
-            key = self.pod_key(groups)
+            key = pod_key(groups)
         answers = self._current().misfits
         try:
             return answers[key]

@@ -21,7 +21,7 @@ from typing import Any
 
 from engine.cycle import explain, preemption, vectors, victims
 from engine.cycle.capacity import ClusterState
-from engine.cycle.jobs import AdmittedJob, JobCache, PendingJob, classify, read_job
+from engine.cycle.jobs import AdmittedJob, JobCache, PendingJob, classify, pod_key, read_job
 from engine.cycle.model import CycleResult, Decision
 from engine.cycle.order import QueueOrder
 from engine.cycle.placement import Placer
@@ -202,7 +202,7 @@ class Cycle:
         queue = self.policies.queue(leaf.name)
         if queue is None or not preemption.allowed(queue):
             return False
-        pods = tuple((tuple(sorted(g.requests.items())), g.count) for g in job.pods)
+        pods = job.pod_key or pod_key(job.pods)
         shape = (leaf.name, job.mapped.priority, pods, len(self.victims.taken))
         if shape in self.no_victims:
             return False

@@ -12,7 +12,7 @@ placement keeps per policy version (see ``placement_memo.PlacementMemo``); it li
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,6 +64,7 @@ class PendingJob:
     # Within a queue: higher priority first, then earlier enqueue time, then uid.
     order_key: tuple[int, dt.datetime, str] = (0, EPOCH, "")
     workload_ref: str = ""  # Kind/namespace/name of the template, as decisions name it
+    pod_key: tuple = ()  # ``pod_key(pods)``: what caches of fit answers are keyed by
 
 
 @dataclass(frozen=True, slots=True)
@@ -296,7 +297,14 @@ def _pending(
         ref=ref,
         order_key=(-mapped.priority, enqueued, binding.uid or ref),
         workload_ref=workload_ref(binding, workload),
+        pod_key=pod_key(pods),
     )
+
+
+def pod_key(groups: Sequence[PodGroup]) -> tuple:
+    """A hashable key of pod groups: each group's requests (in their own order; the same
+    requests in another order only miss a cache) and count, in the groups' order."""
+    return tuple([(tuple(g.requests.items()), g.count) for g in groups])
 
 
 def _admitted(

@@ -25,7 +25,7 @@ from typing import Any
 from engine import annotations as ann
 from engine.cycle import vectors
 from engine.cycle.capacity import ClusterState
-from engine.cycle.jobs import JobCache, PendingJob, PodGroup
+from engine.cycle.jobs import JobCache, PendingJob, PodGroup, pod_key
 from engine.cycle.jobvalues import JobValues
 from engine.cycle.placement_memo import MAX_STATIC, Candidates, PlacementMemo
 from engine.cycle.reasons import Reason
@@ -200,7 +200,7 @@ class Placer:
         job_key = self.job_key(job)
         candidates = self.candidates(job, job_key)
         pods = job.pods
-        fail_key = (candidates.names, _signature(pods), splittable, job_key)
+        fail_key = (candidates.names, job.pod_key or pod_key(pods), splittable, job_key)
         failed = self._failures.get(fail_key)
         if failed is not None:
             return failed
@@ -220,7 +220,7 @@ class Placer:
             message = candidates.error or f"no cluster passes placement ({len(reasons)} checked)"
             return PlaceResult((), reason, message, _sorted(reasons))
         pods, demand = job.pods, job.demand
-        key = ClusterState.pod_key(pods)  # the clusters' fit caches are keyed by it
+        key = job.pod_key or pod_key(pods)  # the clusters' fit caches are keyed by it
         fitting = [n for n in candidates.names if self.clusters[n].fits(pods, demand, key)]
         variables = self.job_variables(job)
         if fitting:
@@ -346,10 +346,6 @@ def _fullness(state: ClusterState, pods: Sequence[PodGroup]) -> float:
             share = amount / capacity
             best = 1.0 - (state.free.get(r, 0) - amount) / capacity
     return best
-
-
-def _signature(pods: Sequence[PodGroup]) -> tuple[Any, ...]:
-    return tuple((tuple(sorted(g.requests.items())), g.count) for g in pods)
 
 
 def _sorted(reasons: Mapping[str, str]) -> tuple[tuple[str, str], ...]:

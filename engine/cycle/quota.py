@@ -102,6 +102,7 @@ class QuotaTree:
         self.version = 0  # a new value on every add and remove, back after a ``trial``
         self._clock = 0
         self._potential: dict[tuple[str, str], int] = {}
+        self._checked: dict[tuple[str, tuple], tuple[int, QuotaMiss | None]] = {}
 
     def _milli(self, amounts: Mapping, fill: bool = False) -> Vec:
         vec = vectors.capacity_milli(amounts)
@@ -159,7 +160,17 @@ class QuotaTree:
         return most
 
     def check(self, leaf: QuotaNode, demand: Mapping[str, int]) -> QuotaMiss | None:
-        """None when ``demand`` can be admitted into ``leaf`` now."""
+        """None when ``demand`` can be admitted into ``leaf`` now. The answer is kept while
+        the quota is unchanged (jobs of the same size often follow each other)."""
+        key = (leaf.name, tuple(demand.items()))
+        kept = self._checked.get(key)
+        if kept is not None and kept[0] == self.version:
+            return kept[1]
+        found = self._check(leaf, demand)
+        self._checked[key] = (self.version, found)
+        return found
+
+    def _check(self, leaf: QuotaNode, demand: Mapping[str, int]) -> QuotaMiss | None:
         for node in leaf.path:
             for r, cap in node.max.items():
                 need = demand.get(r, 0)

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from engine.cycle import vectors
 from engine.cycle.capacity import ClusterState, Misfit
-from engine.cycle.jobs import PodGroup
+from engine.cycle.jobs import PodGroup, pod_key
 from engine.fleet.frozen import FrozenDict
 from engine.fleet.model import ClusterView, ResourceModel
 from tests.cycle import builders
@@ -175,7 +175,7 @@ def test_the_same_requests_in_another_order_get_the_same_answer() -> None:
     state = ClusterState(view(nodes=1))
     job = pods((1, 8, 8))
     reordered = (PodGroup(dict(reversed(job[0].requests.items())), 1),)
-    assert ClusterState.pod_key(job) != ClusterState.pod_key(reordered)
+    assert pod_key(job) != pod_key(reordered)
     assert state.fits(job, need(job))
     state.place(job)
     assert not state.fits(reordered, need(reordered))
