@@ -267,6 +267,21 @@ class ClusterState:
         self.version += 1
         self._rooms = {}
 
+    def retake(self, groups: Sequence[PodGroup]) -> None:
+        """Undo ``release(groups)`` on a state where nothing was placed since (a trial copy
+        that only releases), so a search can put one victim back without starting over."""
+        for g in groups:
+            vectors.add_into(self.free, g.requests, -g.count)
+            if self.nodes is not None:
+                shape = self._shape(g.requests)
+                left = self.nodes[shape] - g.count
+                if left:
+                    self.nodes[shape] = left
+                else:
+                    del self.nodes[shape]
+        self.version += 1
+        self._rooms = {}
+
     def _shape(self, requests: Mapping[str, int]) -> tuple[int, ...]:
         return tuple([requests.get(r, 0) for r in self.model])
 

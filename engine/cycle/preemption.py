@@ -33,7 +33,15 @@ from engine.cycle import vectors
 from engine.cycle.capacity import ClusterState
 from engine.cycle.jobs import AdmittedJob, PendingJob
 from engine.cycle.quota import QuotaNode, QuotaTree
-from engine.cycle.victims import Pool, VictimIndex, put_back, take_out, update
+from engine.cycle.victims import (
+    Pool,
+    VictimIndex,
+    keeps_guarantee,
+    put_back,
+    room_without,
+    take_out,
+    update,
+)
 from engine.policy.model import Queue, ReclaimPolicy, WithinQueuePreemption
 
 EXAMINED = 8  # clusters given the full victim search in one preemption attempt
@@ -169,9 +177,22 @@ class Search:
         return pool
 
     def near(self, cluster: str) -> list[AdmittedJob]:
-        """Eligible victims running on ``cluster``, in order."""
-        found = [v for v in self.index.on_cluster.get(cluster, ()) if self.eligible(v)]
-        return sorted(found, key=self.order)
+        """Eligible victims running on ``cluster``, in order (the index lists them in victim
+        order, so reclaim candidates first keeps it)."""
+        taken, owners = self.index.taken, self.owners
+        lower = self.lower
+        leaf, priority = self.leaf.name, self.job.mapped.priority
+        reclaim: list[AdmittedJob] = []
+        within: list[AdmittedJob] = []
+        for v in self.index.on_cluster.get(cluster, ()):
+            if v.ref in taken:
+                continue
+            queue = v.mapped.queue
+            if queue in owners:
+                reclaim.append(v)
+            elif lower and queue == leaf and v.mapped.priority < priority:
+                within.append(v)
+        return reclaim + within
 
     def hopeless(self) -> bool:
         """No set of victims could make the job fit its quota."""
@@ -216,7 +237,7 @@ class Search:
         room_fits = cluster.fits(job.pods, job.demand)
         if room_fits and self._quota_only is not None:
             return list(self._quota_only)  # the same victims wherever the job has room now
-        if not room_fits and not _room_without(cluster, near, job):
+        if not room_fits and not room_without(cluster, near, job):
             return []  # not even every candidate here would make room
         sequence = _merged(near, self.quota_candidates() if self.short else [], self.order)
         with self.quota.trial():
@@ -245,7 +266,7 @@ class Search:
                 queue = victim.mapped.queue
                 owner = quota.node(queue)
                 if queue in self.owners:
-                    if owner is None or not _keeps_guarantee(job, quota, owner, victim, taken_from):
+                    if owner is None or not keeps_guarantee(job, quota, owner, victim, taken_from):
                         continue
                     vectors.add_into(taken_from.setdefault(queue, {}), victim.demand)
                 chosen.append(victim)
@@ -295,6 +316,10 @@ class Search:
         job, quota, leaf, name = self.job, self.quota, self.leaf, cluster.name
         keep = list(chosen)
         spare = quota.headroom(leaf, job.demand)
+        trial = cluster.copy()  # with the pods of every victim kept released
+        for victim in chosen:
+            if name in victim.usage:
+                trial.release(victim.pods[name])
         for victim in reversed(chosen[:-1]):
             entry = out.pop(victim.ref, None)
             fits, after = True, spare
@@ -306,9 +331,13 @@ class Search:
                 else:
                     after = quota.headroom(leaf, job.demand)
                     fits = all(v >= 0 for v in after.values())
-            fewer = [v for v in keep if v is not victim]
-            if fits and (name not in victim.usage or _room_without(cluster, fewer, job)):
-                keep, spare = fewer, after
+            if fits and name in victim.usage:
+                trial.retake(victim.pods[name])
+                fits = trial.fits(job.pods, job.demand)
+                if not fits:
+                    trial.release(victim.pods[name])
+            if fits:
+                keep, spare = [v for v in keep if v is not victim], after
             elif entry is not None:
                 quota.remove(*entry)
                 out[victim.ref] = entry
@@ -402,33 +431,3 @@ def _fewest_sorted(missing: Mapping[str, int], amounts: Mapping[str, Sequence[in
             return None
         fewest = max(fewest, count)
     return fewest
-
-
-def _keeps_guarantee(
-    job: PendingJob,
-    quota: QuotaTree,
-    owner: QuotaNode,
-    victim: AdmittedJob,
-    taken_from: Mapping[str, Mapping[str, int]],
-) -> bool:
-    """Whether taking ``victim`` too leaves its queue at or above its guarantee in every
-    resource the job needs that the taken jobs hold."""
-    before = taken_from.get(owner.name, {})
-    for r in quota.resources:
-        if not job.demand.get(r, 0):
-            continue
-        taken = before.get(r, 0) + victim.demand.get(r, 0)
-        if taken and owner.total.get(r, 0) - taken < owner.guarantee.get(r, 0):
-            return False
-    return True
-
-
-def _room_without(cluster: ClusterState, victims: Sequence[AdmittedJob], job: PendingJob) -> bool:
-    """Whether the job fits ``cluster`` with the victims' pods there released (releasing more
-    never leaves less room)."""
-    trial = cluster.copy()
-    for victim in victims:
-        pods = victim.pods.get(cluster.name)
-        if pods:
-            trial.release(pods)
-    return trial.fits(job.pods, job.demand)

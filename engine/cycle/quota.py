@@ -102,6 +102,7 @@ class QuotaTree:
         self.version = 0  # a new value on every add and remove, back after a ``trial``
         self._clock = 0
         self._potential: dict[tuple[str, str], int] = {}
+        self.touched: list[str] = []  # the queue of every add and remove, in order
         self._checked: dict[tuple[str, tuple], tuple[int, QuotaMiss | None]] = {}
 
     def _milli(self, amounts: Mapping, fill: bool = False) -> Vec:
@@ -273,6 +274,7 @@ class QuotaTree:
     def add(self, leaf: QuotaNode, amount: Mapping[str, int]) -> None:
         self._clock += 1
         self.version = self._clock
+        self.touched.append(leaf.name)
         for node in leaf.path:
             vectors.add_into(node.total, amount)
             node.changes += 1
@@ -290,6 +292,7 @@ class QuotaTree:
         added before, alone or summed with others, may be removed in any order."""
         self._clock += 1
         self.version = self._clock
+        self.touched.append(leaf.name)
         for node in leaf.path:
             vectors.add_into(node.total, amount, -1)
             node.changes += 1

@@ -7,7 +7,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from engine.cycle import vectors
-from engine.cycle.jobs import AdmittedJob
+from engine.cycle.capacity import ClusterState
+from engine.cycle.jobs import AdmittedJob, PendingJob
 from engine.cycle.quota import QuotaNode, QuotaTree
 from engine.cycle.vectors import Vec
 
@@ -40,7 +41,8 @@ class VictimIndex:
             for name in victim.usage:
                 self.on_cluster.setdefault(name, []).append(victim)
         self.taken: set[str] = set()
-        self._borrowers: dict[tuple[str, ...], tuple[int, frozenset[str]]] = {}
+        # resources → (borrowing queues, [length of ``quota.touched`` seen, them frozen])
+        self._borrowers: dict[tuple[str, ...], tuple[set[str], list]] = {}
         self._freeing: dict[tuple, tuple[tuple[int, int], list[AdmittedJob]]] = {}
         self.pools: dict[tuple, tuple[tuple[int, int], Pool]] = {}  # kept by ``Search.pool``
 
@@ -69,18 +71,30 @@ class VictimIndex:
         return kept[1]
 
     def borrowers(self, quota: QuotaTree, resources: tuple[str, ...]) -> frozenset[str]:
-        """Queues with victims that use more than their guarantee of one of ``resources``
-        (kept while the quota does not change)."""
+        """Queues with victims that use more than their guarantee of one of ``resources``.
+        Whether a queue borrows depends on its own usage only: after the first call, only
+        the queues the quota touched since are looked at again."""
         kept = self._borrowers.get(resources)
-        if kept is None or kept[0] != quota.version:
-            found = frozenset(
+        touched = quota.touched
+        if kept is None:
+            found = {
                 name
                 for name in self.by_queue
                 if (node := quota.node(name)) is not None and quota.borrowing(node, resources)
-            )
-            kept = (quota.version, found)
-            self._borrowers[resources] = kept
-        return kept[1]
+            }
+            kept = self._borrowers[resources] = (found, [len(touched), frozenset(found)])
+        found, seen = kept
+        if seen[0] != len(touched):
+            for name in set(touched[seen[0] :]):
+                node = quota.node(name)
+                if name not in self.by_queue or node is None:
+                    continue
+                if quota.borrowing(node, resources):
+                    found.add(name)
+                else:
+                    found.discard(name)
+            seen[:] = [len(touched), frozenset(found)]
+        return seen[1]
 
 
 def take_out(
@@ -114,10 +128,40 @@ def update(
 
 def stays_at_guarantee(owner: QuotaNode, demand: Mapping[str, int], needs: Sequence[str]) -> bool:
     """Whether ``owner`` keeps its guarantee in each of ``needs`` that ``demand`` holds when
-    ``demand`` is taken away (``_keeps_guarantee`` for a first victim)."""
+    ``demand`` is taken away (``keeps_guarantee`` for a first victim)."""
     total, guarantee = owner.total, owner.guarantee
     for r in needs:
         taken = demand.get(r, 0)
         if taken and total.get(r, 0) - taken < guarantee.get(r, 0):
             return False
     return True
+
+
+def keeps_guarantee(
+    job: PendingJob,
+    quota: QuotaTree,
+    owner: QuotaNode,
+    victim: AdmittedJob,
+    taken_from: Mapping[str, Mapping[str, int]],
+) -> bool:
+    """Whether taking ``victim`` too leaves its queue at or above its guarantee in every
+    resource the job needs that the taken jobs hold."""
+    before = taken_from.get(owner.name, {})
+    for r in quota.resources:
+        if not job.demand.get(r, 0):
+            continue
+        taken = before.get(r, 0) + victim.demand.get(r, 0)
+        if taken and owner.total.get(r, 0) - taken < owner.guarantee.get(r, 0):
+            return False
+    return True
+
+
+def room_without(cluster: ClusterState, victims: Sequence[AdmittedJob], job: PendingJob) -> bool:
+    """Whether the job fits ``cluster`` with the victims' pods there released (releasing more
+    never leaves less room)."""
+    trial = cluster.copy()
+    for victim in victims:
+        pods = victim.pods.get(cluster.name)
+        if pods:
+            trial.release(pods)
+    return trial.fits(job.pods, job.demand)
