@@ -9,8 +9,9 @@ in the cycle see what earlier admissions took. Without resource models only tota
 Caches (a cycle asks the same question of an unchanged cluster many times): the fit answer per
 pod signature (``pod_key``: each group's requests and count) is kept while ``version`` is the
 one it was found at; every change bumps ``version`` (``place``, ``release``, and the cycle's
-own edit of ``free`` when it nominates a preemptor). What the nodes hold per pod shape is kept
-until ``place`` or ``release`` changes the nodes. A ``copy`` shares both until either changes.
+own edit of ``free`` when it nominates a preemptor), except that a "does not fit" survives
+``place`` (placing only takes room away). What the nodes hold per pod shape is kept until
+``place`` or ``release`` changes the nodes. A ``copy`` shares both until either changes.
 """
 
 from __future__ import annotations
@@ -253,8 +254,13 @@ class ClusterState:
             vectors.add_into(self.free, g.requests, -g.count)
         if self.nodes is not None:
             self.nodes = self._place_nodes(self.nodes, groups)[0]
+        before = self._answers
         self.version += 1
         self._rooms = {}
+        # placing only takes room away: what did not fit just before still does not
+        if before.version == self.version - 1:
+            self._answers = _Answers(self.version)
+            self._answers.fits = {key: False for key, fit in before.fits.items() if not fit}
 
     def release(self, groups: Sequence[PodGroup]) -> None:
         """Give back a victim's pods: totals, and each pod's room as a node of its own shape
