@@ -92,6 +92,7 @@ class Search:
         # a cluster's search ended with the shortfall left, or needing too many victims for it
         self.quota_failed = False
         self._quota_only: tuple[AdmittedJob, ...] | None = None
+        self._within: dict[str, list[AdmittedJob]] | None = None  # cluster → own-queue victims
         self._quota_fewest: tuple[int | None] | None = None  # (bound,) once computed
 
     # --- candidates ----------------------------------------------------------------------------
@@ -182,6 +183,14 @@ class Search:
         taken, owners = self.index.taken, self.owners
         lower = self.lower
         leaf, priority = self.leaf.name, self.job.mapped.priority
+        if not owners:  # only the queue's own jobs: index them by cluster once
+            if self._within is None:
+                self._within = {}
+                for v in self.index.by_queue.get(leaf, ()) if lower else ():
+                    if v.ref not in taken and v.mapped.priority < priority:
+                        for name in v.usage:
+                            self._within.setdefault(name, []).append(v)
+            return list(self._within.get(cluster, ()))
         reclaim: list[AdmittedJob] = []
         within: list[AdmittedJob] = []
         for v in self.index.on_cluster.get(cluster, ()):

@@ -45,7 +45,6 @@ class QuotaNode:
     guaranteed: Vec
     usage: Vec  # Kueue usage: a leaf's jobs; a parent's children's usage beyond their guaranteed
     total: Vec  # raw usage of every job in the subtree, all resources
-    changes: int = 0  # moves whenever ``total`` does
 
     @property
     def path(self) -> Iterable[QuotaNode]:
@@ -277,7 +276,6 @@ class QuotaTree:
         self.touched.append(leaf.name)
         for node in leaf.path:
             vectors.add_into(node.total, amount)
-            node.changes += 1
         for r in self.resources:
             value = amount.get(r, 0)
             node: QuotaNode | None = leaf
@@ -295,7 +293,6 @@ class QuotaTree:
         self.touched.append(leaf.name)
         for node in leaf.path:
             vectors.add_into(node.total, amount, -1)
-            node.changes += 1
         for r in self.resources:
             value = amount.get(r, 0)
             node: QuotaNode | None = leaf

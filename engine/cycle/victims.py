@@ -43,7 +43,7 @@ class VictimIndex:
         self.taken: set[str] = set()
         # resources → (borrowing queues, [length of ``quota.touched`` seen, them frozen])
         self._borrowers: dict[tuple[str, ...], tuple[set[str], list]] = {}
-        self._freeing: dict[tuple, tuple[tuple[int, int], list[AdmittedJob]]] = {}
+        self._freeing: dict[tuple, tuple[tuple, list[AdmittedJob]]] = {}
         self.pools: dict[tuple, tuple[tuple[int, int], Pool]] = {}  # kept by ``Search.pool``
 
     def take(self, victims: Iterable[AdmittedJob]) -> None:
@@ -54,9 +54,11 @@ class VictimIndex:
     ) -> list[AdmittedJob]:
         """Victims of the queue ``node`` not taken yet that hold one of ``short``; with
         ``needs`` (reclaim), only those whose queue stays at its guarantee in ``needs`` without
-        them. Kept while the queue's usage and the taken victims do not change."""
+        them. Kept while the taken victims and the queue's usage of ``needs`` do not change
+        (searches change usage on trial and put it back)."""
         key = (node.name, short, needs)
-        stamp = (node.changes, len(self.taken))
+        total = node.total
+        stamp = (len(self.taken), tuple([total.get(r, 0) for r in needs]) if needs else ())
         kept = self._freeing.get(key)
         if kept is None or kept[0] != stamp:
             found = [
