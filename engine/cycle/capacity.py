@@ -53,6 +53,7 @@ class ClusterState:
         "_answers",
         "_room_bounds",
         "_rooms",
+        "_shapes",
         "allocatable",
         "free",
         "model",
@@ -76,6 +77,8 @@ class ClusterState:
         # fill: true unless a resource model's minimum is negative (no node has less than 0
         # free at first; placing and releasing keep it so)
         self._room_bounds = True
+        # id(requests) → (requests, their shape): kept with the requests, so ids stay theirs
+        self._shapes: dict[int, tuple[Mapping[str, int], tuple[int, ...]]] = {}
         if view.resource_models and view.allocatable_modelings:
             grades = {m.grade: m for m in view.resource_models}
             first = min(grades)
@@ -107,6 +110,7 @@ class ClusterState:
         # shared until either changes (both then start anew): the same state until then
         other._answers = self._answers
         other._rooms = self._rooms
+        other._shapes = self._shapes  # the same model
         return other
 
     # --- what fits -----------------------------------------------------------------------------
@@ -289,7 +293,13 @@ class ClusterState:
         self._rooms = {}
 
     def _shape(self, requests: Mapping[str, int]) -> tuple[int, ...]:
-        return tuple([requests.get(r, 0) for r in self.model])
+        """The pod's requests of the modelled resources, in ``model`` order."""
+        kept = self._shapes.get(id(requests))
+        if kept is not None and kept[0] is requests:
+            return kept[1]
+        shape = tuple([requests.get(r, 0) for r in self.model])
+        self._shapes[id(requests)] = (requests, shape)
+        return shape
 
     def _place_nodes(
         self, nodes: dict[tuple[int, ...], int], groups: Sequence[PodGroup]

@@ -18,7 +18,8 @@ cluster left fullest in the job's dominant resource, Spread the emptiest.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Mapping, Sequence
+import functools
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -224,7 +225,9 @@ class Placer:
         fitting = [n for n in candidates.names if self.clusters[n].fits(pods, demand, key)]
         variables = self.job_variables(job)
         if fitting:
-            best = max(fitting, key=lambda n: self._score(n, candidates, job_key, variables, pods))
+            best = max(
+                fitting, key=lambda n: self._score(n, candidates, job_key, variables, demand)
+            )
             assignment = ((best, pods),)
             return PlaceResult(assignment, None, f"admitted to {best}")
         if splittable and len(pods) == 1:
@@ -265,15 +268,15 @@ class Placer:
         candidates: Candidates,
         job_key: Any,
         variables: Mapping[str, Any],
-        pods: Sequence[PodGroup],
-    ) -> tuple[float, float, str]:
+        need: Mapping[str, int],
+    ) -> tuple[float, float, tuple[int, ...]]:
         results = self._cel(name, job_key, variables)[len(self.filters) :]
         score = sum(
             s.weight * float(r)
             for s, r in zip(self.scores, results, strict=False)
             if isinstance(r, int | float)
         )
-        fullness = _fullness(self.clusters[name], pods)
+        fullness = _fullness(self.clusters[name], need)
         score += fullness if self.strategy == PlacementStrategy.BIN_PACK else 1.0 - fullness
         # earlier affinity groups first; ties go to the alphabetically first cluster
         return (-candidates.preference.get(name, 0), score, _reverse(name))
@@ -289,9 +292,10 @@ class Placer:
         room = {n: r for n, r in room.items() if r > 0}
         if sum(room.values()) < group.count:
             return ()
-        single = (PodGroup(group.requests, 1),)
         order = sorted(
-            room, key=lambda n: self._score(n, candidates, job_key, variables, single), reverse=True
+            room,
+            key=lambda n: self._score(n, candidates, job_key, variables, group.requests),
+            reverse=True,
         )
         counts: dict[str, int] = {}
         left = group.count
@@ -334,9 +338,9 @@ def _affinity_groups(placement: PlacementView | None) -> list[Any]:
     return [placement.affinity]
 
 
-def _fullness(state: ClusterState, pods: Sequence[PodGroup]) -> float:
-    """How full the cluster is after placing ``pods``, in the job's dominant resource."""
-    need = vectors.total((g.requests, g.count) for g in pods)
+def _fullness(state: ClusterState, need: Mapping[str, int]) -> float:
+    """How full the cluster is after placing pods needing ``need`` in all, in the job's
+    dominant resource."""
     best, share = 0.0, -1.0
     for r, amount in need.items():
         capacity = state.allocatable.get(r, 0)
@@ -352,6 +356,7 @@ def _sorted(reasons: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(reasons.items()))
 
 
+@functools.lru_cache(maxsize=4096)
 def _reverse(name: str) -> tuple[int, ...]:
     """A key under which ``max`` picks the alphabetically first name among equals."""
     return (*tuple(-ord(ch) for ch in name), 0)
