@@ -293,7 +293,9 @@ class Search:
                             freed = {}
                 if name in victim.usage:
                     trial.release(victim.pods[name])
-                    room_fits = room_fits or trial.fits(job.pods, job.demand)
+                    room_fits = room_fits or (
+                        _totals_fit(trial, job.demand) and trial.fits(job.pods, job.demand)
+                    )
                 if not short and room_fits:
                     break
             else:
@@ -422,6 +424,12 @@ def _fewest(missing: Mapping[str, int], amounts: Sequence[Mapping[str, int]]) ->
             return None
         fewest = max(fewest, count)
     return fewest
+
+
+def _totals_fit(cluster: ClusterState, need: Mapping[str, int]) -> bool:
+    """The cheap half of ``fits``: the totals (no cache is built for a trial's new state)."""
+    free = cluster.free
+    return all(v <= free.get(r, 0) for r, v in need.items())
 
 
 def _fewest_sorted(missing: Mapping[str, int], amounts: Mapping[str, Sequence[int]]) -> int | None:
