@@ -259,3 +259,36 @@ def test_answers_are_those_of_a_state_never_asked_before(
         fresh = replayed(cluster, done)
         for groups in asked:
             assert answers(state, groups) == answers(fresh, groups)
+
+
+def test_retake_undoes_a_release_on_a_trial_copy() -> None:
+    """Preemption drops a victim by retaking its pods on a copy that only released: the copy
+    is then the same state as one that never released them, and answers the same."""
+    state = ClusterState(view(nodes=2))
+    state.place(pods((2, 8, 8)))  # both nodes full of GPUs
+    victim, other = pods((1, 8, 8)), pods((1, 8, 8))
+    job = pods((2, 8, 8))
+    trial = state.copy()
+    trial.release(victim)
+    trial.release(other)
+    assert trial.fits(job, need(job))
+    trial.retake(victim)
+    fresh = state.copy()
+    fresh.release(other)
+    assert (trial.free, trial.nodes) == (fresh.free, fresh.nodes)
+    assert not trial.fits(job, need(job))
+    assert answers(trial, pods((1, 8, 8))) == answers(fresh, pods((1, 8, 8)))
+
+
+def test_a_no_survives_place_but_not_release() -> None:
+    """Placing only takes room away, so a "does not fit" is kept across ``place``; after a
+    ``release`` the same job is asked afresh and fits."""
+    state = ClusterState(view(nodes=1))
+    whole = pods((1, 8, 8))
+    assert state.fits(whole, need(whole))
+    state.place(whole)  # a "fits" is not kept
+    assert not state.fits(whole, need(whole))
+    state.place(pods((1, 0, 1)))
+    assert not state.fits(whole, need(whole))
+    state.release(whole)
+    assert state.fits(whole, need(whole))
