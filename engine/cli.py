@@ -184,6 +184,7 @@ def _dry_run(args: argparse.Namespace) -> int:
     from engine.cycle.cycle import run_cycle
     from engine.fleet.files import read_objects
     from engine.fleet.snapshot import build_snapshot
+    from engine.gcpause import collector_paused
 
     try:
         policies = load_policy_set([args.policies], revision=args.revision)
@@ -194,7 +195,8 @@ def _dry_run(args: argparse.Namespace) -> int:
     objects, problems = read_objects(args.snapshot)
     snapshot = build_snapshot(objects)
     issues = [*problems, *snapshot.errors]
-    result = run_cycle(snapshot, policies, args.now or dt.datetime.now(dt.UTC))
+    with collector_paused():
+        result = run_cycle(snapshot, policies, args.now or dt.datetime.now(dt.UTC))
     if args.explain:
         decision = dryrun.find(result, args.explain)
         if decision is None:
