@@ -4,8 +4,8 @@ A cycle allocates hundreds of thousands of objects and keeps most of them until 
 (decisions, per-cluster states, its caches), so collections triggered by allocation counts scan
 them again and again: about a quarter of a warm 50,000-job cycle. Reference counting frees
 them either way; the few reference cycles a cycle makes (the quota tree's parent links) are
-collected once the pause ends. Whoever runs cycles in a loop (``fleetgate bench``, the
-reconciler) runs each inside ``collector_paused``.
+collected once the pause ends. ``fleetgate bench`` and ``fleetgate dry-run`` run each cycle
+inside ``collector_paused``; so should any loop that runs cycles.
 """
 
 from __future__ import annotations

@@ -9,9 +9,11 @@ in the cycle see what earlier admissions took. Without resource models only tota
 Caches (a cycle asks the same question of an unchanged cluster many times): the fit answer per
 pod signature (``pod_key``: each group's requests and count) is kept while ``version`` is the
 one it was found at; every change bumps ``version`` (``place``, ``release``, and the cycle's
-own edit of ``free`` when it nominates a preemptor), except that a "does not fit" survives
-``place`` (placing only takes room away). What the nodes hold per pod shape is kept until
-``place`` or ``release`` changes the nodes. A ``copy`` shares both until either changes.
+own edit of ``free`` when it nominates a preemptor, ``retake``), except that a "does not fit"
+decided by the totals or the room per pod shape survives ``place`` (placing only takes room
+away; the greedy layout of several pod groups is not monotone, so such a "no" is found again).
+What the nodes hold per pod shape is kept until ``place``, ``release`` or ``retake`` changes
+the nodes. A ``copy`` shares both until either changes.
 """
 
 from __future__ import annotations
@@ -40,12 +42,16 @@ PodKey: TypeAlias = tuple[tuple[tuple[tuple[str, int], ...], int], ...]
 class _Answers:
     """Fit answers found at one ``version`` of a state (and of its copies at that version)."""
 
-    __slots__ = ("fits", "misfits", "version")
+    __slots__ = ("firm", "fits", "misfits", "version")
 
     def __init__(self, version: int) -> None:
         self.version = version
         self.fits: dict[PodKey, bool] = {}
         self.misfits: dict[PodKey, Misfit | None] = {}
+        # keys whose "does not fit" came from totals or room per shape, not from how the
+        # greedy placement of several pod groups happened to lay them out: placing more pods
+        # cannot change it
+        self.firm: set[PodKey] = set()
 
 
 class ClusterState:
@@ -132,10 +138,13 @@ class ClusterState:
         groups' totals (``PendingJob.demand`` is)."""
         if key is None:
             key = pod_key(groups)
-        answers = self._current().fits
-        found = answers.get(key)
+        answers = self._current()
+        found = answers.fits.get(key)
         if found is None:
-            found = answers[key] = self._fits(groups, need)
+            found, firm = self._fits(groups, need)
+            answers.fits[key] = found
+            if firm:
+                answers.firm.add(key)
         return found
 
     def misfit(
@@ -159,23 +168,24 @@ class ClusterState:
             answers = self._answers = _Answers(self.version)
         return answers
 
-    def _fits(self, groups: Sequence[PodGroup], need: Vec) -> bool:
-        """``_misfit(...) is None``, without the message (and without placing the pods when a
-        group alone already has too little room)."""
+    def _fits(self, groups: Sequence[PodGroup], need: Vec) -> tuple[bool, bool]:
+        """(``_misfit(...) is None``, whether a "no" is firm), without the message and without
+        placing the pods when a group alone already has too little room."""
         free = self.free
         for r, v in need.items():
             if v > free.get(r, 0):
-                return False
+                return False, True
         if self.nodes is None:
-            return True
+            return True, False
         if len(groups) > 1 and self._room_bounds:
             # an exact, cheap "no": placing the groups together cannot put more pods of one
             # group on the nodes than they hold of it now
             for g in groups:
                 shape = self._shape(g.requests)
                 if any(shape) and self._room(shape) < g.count:
-                    return False
-        return self._unplaced(groups) is None
+                    return False, True
+        fits = self._unplaced(groups) is None
+        return fits, not fits and len(groups) == 1  # one shape: decided by room alone
 
     def _misfit(self, groups: Sequence[PodGroup], need: Vec | None) -> Misfit | None:
         if need is None:
@@ -261,10 +271,11 @@ class ClusterState:
         before = self._answers
         self.version += 1
         self._rooms = {}
-        # placing only takes room away: what did not fit just before still does not
-        if before.version == self.version - 1:
+        # placing only takes room away: what firmly did not fit just before still does not
+        if before.version == self.version - 1 and before.firm:
             self._answers = _Answers(self.version)
-            self._answers.fits = {key: False for key, fit in before.fits.items() if not fit}
+            self._answers.fits = dict.fromkeys(before.firm, False)
+            self._answers.firm = set(before.firm)
 
     def release(self, groups: Sequence[PodGroup]) -> None:
         """Give back a victim's pods: totals, and each pod's room as a node of its own shape

@@ -26,7 +26,7 @@ preempted (no A→B→A cycles).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from engine.cycle import vectors
@@ -36,10 +36,14 @@ from engine.cycle.quota import QuotaNode, QuotaTree
 from engine.cycle.victims import (
     Pool,
     VictimIndex,
+    fewest,
+    fewest_sorted,
     keeps_guarantee,
+    merged,
     put_back,
     room_without,
     take_out,
+    totals_fit,
     update,
 )
 from engine.policy.model import Queue, ReclaimPolicy, WithinQueuePreemption
@@ -137,7 +141,8 @@ class Search:
         what the job needs. Kept for jobs of the same kind while quota and victims stay."""
         index, quota, leaf = self.index, self.quota, self.leaf
         short_keys = tuple(sorted(self.short))
-        key = (leaf.name, self.lower and self.job.mapped.priority, self.needs, short_keys)
+        below = self.job.mapped.priority if self.lower else None  # own-queue victims' bound
+        key = (leaf.name, below, self.needs, short_keys)
         key += (self.owners,)
         stamp = (quota.version, len(index.taken))
         kept = index.pools.get(key)
@@ -220,7 +225,7 @@ class Search:
     def _quota_bound(self) -> int | None:
         """The fewest candidates whose demand could cover the shortfall (None: none)."""
         if self._quota_fewest is None:
-            self._quota_fewest = (_fewest_sorted(self.short, self.pool().amounts),)
+            self._quota_fewest = (fewest_sorted(self.short, self.pool().amounts),)
         return self._quota_fewest[0]
 
     def lower_bound(self, cluster: ClusterState, near: Sequence[AdmittedJob]) -> int | None:
@@ -228,7 +233,7 @@ class Search:
         None when even all of them could not."""
         free = cluster.free
         missing = {r: v - free.get(r, 0) for r, v in self.job.demand.items() if v > free.get(r, 0)}
-        bound = _fewest(missing, [v.usage.get(cluster.name, {}) for v in near])
+        bound = fewest(missing, [v.usage.get(cluster.name, {}) for v in near])
         if bound is None or not self.short:
             return bound
         quota_bound = self._quota_bound()
@@ -248,7 +253,7 @@ class Search:
             return list(self._quota_only)  # the same victims wherever the job has room now
         if not room_fits and not room_without(cluster, near, job):
             return []  # not even every candidate here would make room
-        sequence = _merged(near, self.quota_candidates() if self.short else [], self.order)
+        sequence = merged(near, self.quota_candidates() if self.short else [], self.order)
         with self.quota.trial():
             chosen = self._take(cluster, sequence, room_fits)
         if chosen and self.short and room_fits:
@@ -260,6 +265,9 @@ class Search:
     ) -> list[AdmittedJob]:
         job, quota, leaf, name = self.job, self.quota, self.leaf, cluster.name
         short = dict(self.short)
+        # with room here from the start, every victim is taken for quota alone: what fails here
+        # for quota fails on every cluster (the same candidates, in the same order)
+        conclusive = bool(short) and room_fits
         trial = cluster.copy()
         chosen: list[AdmittedJob] = []
         out: dict[str, tuple[QuotaNode, Mapping[str, int]]] = {}  # taken out of quota
@@ -280,7 +288,7 @@ class Search:
                     vectors.add_into(taken_from.setdefault(queue, {}), victim.demand)
                 chosen.append(victim)
                 if len(chosen) > 4 * MOST_VICTIMS:  # unneeded ones are dropped later, not so many
-                    self.quota_failed = bool(self.short)  # the same candidates everywhere
+                    self.quota_failed = conclusive
                     return []
                 if owner is not None:
                     waiting.append((victim.ref, owner, victim.demand))
@@ -294,19 +302,17 @@ class Search:
                 if name in victim.usage:
                     trial.release(victim.pods[name])
                     room_fits = room_fits or (
-                        _totals_fit(trial, job.demand) and trial.fits(job.pods, job.demand)
+                        totals_fit(trial, job.demand) and trial.fits(job.pods, job.demand)
                     )
                 if not short and room_fits:
                     break
-            else:
-                # the shortfall did not clear: with the same quota candidates on every
-                # cluster, the search stops here (a greedy heuristic, like the rest)
-                self.quota_failed = bool(short)
+            else:  # the shortfall did not clear, or there is no room
+                self.quota_failed = conclusive and bool(short)
                 return []
             take_out(quota, waiting, out)
             chosen = self._fewer(cluster, chosen, out)
             if len(chosen) > MOST_VICTIMS:
-                self.quota_failed = bool(self.short)
+                self.quota_failed = conclusive
                 return []
         finally:
             put_back(quota, out.values())
@@ -387,64 +393,3 @@ def choose(
 
 
 # --- helpers -----------------------------------------------------------------------------------
-def _merged(
-    first: Sequence[AdmittedJob],
-    second: Sequence[AdmittedJob],
-    key: Callable[[AdmittedJob], tuple[int, int]],
-) -> list[AdmittedJob]:
-    """Both lists (each already in ``key`` order) as one, without duplicates."""
-    if not second:
-        return list(first)
-    seen: set[str] = set()
-    out: list[AdmittedJob] = []
-    for victim in sorted([*first, *second], key=key):
-        if victim.ref not in seen:
-            seen.add(victim.ref)
-            out.append(victim)
-    return out
-
-
-def _fewest(missing: Mapping[str, int], amounts: Sequence[Mapping[str, int]]) -> int | None:
-    """The fewest of ``amounts`` whose sum could cover ``missing`` in every resource, taking
-    the largest first per resource (a lower bound); None when all of them do not."""
-    fewest = 0
-    for r, need in missing.items():
-        if need <= 0:
-            continue
-        got = 0
-        count = 0
-        for amount in sorted((a.get(r, 0) for a in amounts), reverse=True):
-            if amount <= 0:
-                break
-            got += amount
-            count += 1
-            if got >= need:
-                break
-        if got < need:
-            return None
-        fewest = max(fewest, count)
-    return fewest
-
-
-def _totals_fit(cluster: ClusterState, need: Mapping[str, int]) -> bool:
-    """The cheap half of ``fits``: the totals (no cache is built for a trial's new state)."""
-    free = cluster.free
-    return all(v <= free.get(r, 0) for r, v in need.items())
-
-
-def _fewest_sorted(missing: Mapping[str, int], amounts: Mapping[str, Sequence[int]]) -> int | None:
-    """``_fewest`` with each resource's amounts given, largest first."""
-    fewest = 0
-    for r, need in missing.items():
-        if need <= 0:
-            continue
-        got = count = 0
-        for amount in amounts.get(r, ()):
-            got += amount
-            count += 1
-            if got >= need:
-                break
-        if got < need:
-            return None
-        fewest = max(fewest, count)
-    return fewest

@@ -101,7 +101,7 @@ class QuotaTree:
         self.version = 0  # a new value on every add and remove, back after a ``trial``
         self._clock = 0
         self._potential: dict[tuple[str, str], int] = {}
-        self.touched: list[str] = []  # the queue of every add and remove, in order
+        self.touched: list[str] = []  # the queue of every add and remove (not undone), in order
         self._checked: dict[tuple[str, tuple], tuple[int, QuotaMiss | None]] = {}
 
     def _milli(self, amounts: Mapping, fill: bool = False) -> Vec:
@@ -263,12 +263,17 @@ class QuotaTree:
     # --- updates -----------------------------------------------------------------------------
     @contextmanager
     def trial(self) -> Iterator[None]:
-        """For changes the caller undoes before the block ends: the version is kept."""
-        version = self.version
+        """For changes the caller undoes before the block ends: the version is kept. If the
+        block raises, its changes may not be undone, so the version is a new one."""
+        version, touched = self.version, len(self.touched)
         try:
             yield
-        finally:
-            self.version = version
+        except BaseException:
+            self._clock += 1
+            self.version = self._clock
+            raise
+        self.version = version
+        del self.touched[touched:]  # the same state: nothing was touched
 
     def add(self, leaf: QuotaNode, amount: Mapping[str, int]) -> None:
         self._clock += 1

@@ -1,5 +1,7 @@
-"""What preemption searches over: the admitted jobs that may be taken, indexed once per cycle,
-and the quota updates a search makes on trial (undone before it ends)."""
+"""What preemption searches over: the admitted jobs that may be taken, indexed once per cycle;
+the quota updates a search makes on trial (undone before it ends); the checks a victim must
+pass (its queue keeps its guarantee) and the bounds that rule searches out (the fewest
+victims that could cover what is missing, room with every candidate gone)."""
 
 from __future__ import annotations
 
@@ -167,3 +169,66 @@ def room_without(cluster: ClusterState, victims: Sequence[AdmittedJob], job: Pen
         if pods:
             trial.release(pods)
     return trial.fits(job.pods, job.demand)
+
+
+def merged(
+    first: Sequence[AdmittedJob],
+    second: Sequence[AdmittedJob],
+    key: Callable[[AdmittedJob], tuple[int, int]],
+) -> list[AdmittedJob]:
+    """Both lists (each already in ``key`` order) as one, without duplicates."""
+    if not second:
+        return list(first)
+    seen: set[str] = set()
+    out: list[AdmittedJob] = []
+    for victim in sorted([*first, *second], key=key):
+        if victim.ref not in seen:
+            seen.add(victim.ref)
+            out.append(victim)
+    return out
+
+
+def fewest(missing: Mapping[str, int], amounts: Sequence[Mapping[str, int]]) -> int | None:
+    """The fewest of ``amounts`` whose sum could cover ``missing`` in every resource, taking
+    the largest first per resource (a lower bound); None when all of them do not."""
+    fewest = 0
+    for r, need in missing.items():
+        if need <= 0:
+            continue
+        got = 0
+        count = 0
+        for amount in sorted((a.get(r, 0) for a in amounts), reverse=True):
+            if amount <= 0:
+                break
+            got += amount
+            count += 1
+            if got >= need:
+                break
+        if got < need:
+            return None
+        fewest = max(fewest, count)
+    return fewest
+
+
+def totals_fit(cluster: ClusterState, need: Mapping[str, int]) -> bool:
+    """The cheap half of ``fits``: the totals (no cache is built for a trial's new state)."""
+    free = cluster.free
+    return all(v <= free.get(r, 0) for r, v in need.items())
+
+
+def fewest_sorted(missing: Mapping[str, int], amounts: Mapping[str, Sequence[int]]) -> int | None:
+    """``fewest`` with each resource's amounts given, largest first."""
+    fewest = 0
+    for r, need in missing.items():
+        if need <= 0:
+            continue
+        got = count = 0
+        for amount in amounts.get(r, ()):
+            got += amount
+            count += 1
+            if got >= need:
+                break
+        if got < need:
+            return None
+        fewest = max(fewest, count)
+    return fewest

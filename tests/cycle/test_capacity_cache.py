@@ -292,3 +292,17 @@ def test_a_no_survives_place_but_not_release() -> None:
     assert not state.fits(whole, need(whole))
     state.release(whole)
     assert state.fits(whole, need(whole))
+
+
+def test_a_greedy_no_for_several_pod_groups_is_asked_again_after_place() -> None:
+    """The greedy layout of several pod groups is not monotone: taking room away can make it
+    pick other nodes and fit, so its "no" is not carried across ``place``."""
+    state = ClusterState(view(nodes=1))
+    state.model = ("a", "b")
+    state.nodes = {(1000, 2000): 1, (2000, 1000): 1}
+    state.free = {"a": 3000, "b": 3000, PODS: 10_000}
+    job = (PodGroup({"a": 1000, "b": 1000, PODS: 1000}, 1), PodGroup({"b": 2000, PODS: 1000}, 1))
+    assert not state.fits(job, need(job))  # (1,1) takes the (1,2) node; (0,2) finds none
+    state.place((PodGroup({"a": 1000, PODS: 1000}, 1),))  # (1,2) becomes (0,2)
+    assert state.fits(job, need(job))
+    assert state.misfit(job, need(job)) is None
