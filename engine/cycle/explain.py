@@ -45,21 +45,24 @@ def for_job(
     position: int | None = None,
 ) -> Decision:
     mapped = job.mapped
-    return Decision(
-        job.ref,
-        job.workload_ref or workload_ref(job.binding, job.workload),
-        mapped.queue,
-        mapped.tenant,
-        mapped.priority,
-        _ACTIONS[reason],
-        reason,
-        message,
+    clusters = (
         tuple(ClusterAssignment(name, sum(g.count for g in groups)) for name, groups in assignments)
         if assignments
-        else (),
-        position,
-        tuple(cluster_reasons),
-        tuple(v.ref for v in victims) if victims else (),
+        else ()
+    )
+    return Decision(
+        binding=job.ref,
+        workload=job.workload_ref or workload_ref(job.binding, job.workload),
+        queue=mapped.queue,
+        tenant=mapped.tenant,
+        priority=mapped.priority,
+        action=_ACTIONS[reason],
+        reason=reason,
+        message=message,
+        clusters=clusters,
+        position=position,
+        cluster_reasons=tuple(cluster_reasons),
+        victims=tuple(v.ref for v in victims) if victims else (),
     )
 
 

@@ -239,9 +239,9 @@ def read_job(
         return Backoff(binding, mapped, until)
     job = _pending(snapshot, policies, binding, workload, mapped, values)
     if job.problem is None and priority_value is not None:
-        # built from the binding, the workload, the policies and the mapping (itself from the
-        # binding, the workload, the policies and the PriorityClass value): nothing per cycle;
-        # without a backoff time, not even on ``now``
+        # built from the binding, the workload, the policies and the mapping (itself evaluated
+        # once per binding, generation, policy version and PriorityClass value, ``now`` as it
+        # was then): nothing per cycle; without a backoff time, nothing on ``now`` either
         cache.keep_pending(
             job, policies.version, priority_value, snapshot if until is None else None
         )

@@ -36,19 +36,19 @@ class Decision:
     def with_position(self, position: int) -> Decision:
         """This decision with ``position``; as ``dataclasses.replace``, a few times faster."""
         return Decision(
-            self.binding,
-            self.workload,
-            self.queue,
-            self.tenant,
-            self.priority,
-            self.action,
-            self.reason,
-            self.message,
-            self.clusters,
-            position,
-            self.cluster_reasons,
-            self.victims,
-            self.preemptor,
+            binding=self.binding,
+            workload=self.workload,
+            queue=self.queue,
+            tenant=self.tenant,
+            priority=self.priority,
+            action=self.action,
+            reason=self.reason,
+            message=self.message,
+            clusters=self.clusters,
+            position=position,
+            cluster_reasons=self.cluster_reasons,
+            victims=self.victims,
+            preemptor=self.preemptor,
         )
 
     def to_json(self) -> dict[str, Any]:

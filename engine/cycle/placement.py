@@ -356,7 +356,7 @@ def _sorted(reasons: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(reasons.items()))
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=4096)  # a pure function of the name: safe to share
 def _reverse(name: str) -> tuple[int, ...]:
     """A key under which ``max`` picks the alphabetically first name among equals."""
     return (*tuple(-ord(ch) for ch in name), 0)
