@@ -188,7 +188,7 @@ class Search:
         taken, owners = self.index.taken, self.owners
         lower = self.lower
         leaf, priority = self.leaf.name, self.job.mapped.priority
-        if not owners:  # only the queue's own jobs: index them by cluster once
+        if not owners:  # only the queue's own jobs (``eligible``): index them by cluster once
             if self._within is None:
                 self._within = {}
                 for v in self.index.by_queue.get(leaf, ()) if lower else ():
@@ -198,7 +198,7 @@ class Search:
             return list(self._within.get(cluster, ()))
         reclaim: list[AdmittedJob] = []
         within: list[AdmittedJob] = []
-        for v in self.index.on_cluster.get(cluster, ()):
+        for v in self.index.on_cluster.get(cluster, ()):  # ``eligible``, inlined: a hot loop
             if v.ref in taken:
                 continue
             queue = v.mapped.queue
