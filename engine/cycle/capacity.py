@@ -42,12 +42,13 @@ PodKey: TypeAlias = tuple[tuple[tuple[tuple[str, int], ...], int], ...]
 class _Answers:
     """Fit answers found at one ``version`` of a state (and of its copies at that version)."""
 
-    __slots__ = ("firm", "fits", "misfits", "version")
+    __slots__ = ("firm", "fits", "misfits", "unplaced", "version")
 
     def __init__(self, version: int) -> None:
         self.version = version
         self.fits: dict[PodKey, bool] = {}
         self.misfits: dict[PodKey, Misfit | None] = {}
+        self.unplaced: dict[PodKey, tuple[PodGroup, int] | None] = {}  # several pod groups
         # keys whose "does not fit" came from totals or room per shape, not from how the
         # greedy placement of several pod groups happened to lay them out: placing more pods
         # cannot change it
@@ -141,7 +142,7 @@ class ClusterState:
         answers = self._current()
         found = answers.fits.get(key)
         if found is None:
-            found, firm = self._fits(groups, need)
+            found, firm = self._fits(groups, need, key)
             answers.fits[key] = found
             if firm:
                 answers.firm.add(key)
@@ -158,7 +159,7 @@ class ClusterState:
         try:
             return answers[key]
         except KeyError:
-            found = answers[key] = self._misfit(groups, need)
+            found = answers[key] = self._misfit(groups, need, key)
             return found
 
     def _current(self) -> _Answers:
@@ -168,7 +169,7 @@ class ClusterState:
             answers = self._answers = _Answers(self.version)
         return answers
 
-    def _fits(self, groups: Sequence[PodGroup], need: Vec) -> tuple[bool, bool]:
+    def _fits(self, groups: Sequence[PodGroup], need: Vec, key: PodKey) -> tuple[bool, bool]:
         """(``_misfit(...) is None``, whether a "no" is firm), without the message and without
         placing the pods when a group alone already has too little room."""
         free = self.free
@@ -184,10 +185,10 @@ class ClusterState:
                 shape = self._shape(g.requests)
                 if any(shape) and self._room(shape) < g.count:
                     return False, True
-        fits = self._unplaced(groups) is None
+        fits = self._unplaced(groups, key) is None
         return fits, not fits and len(groups) == 1  # one shape: decided by room alone
 
-    def _misfit(self, groups: Sequence[PodGroup], need: Vec | None) -> Misfit | None:
+    def _misfit(self, groups: Sequence[PodGroup], need: Vec | None, key: PodKey) -> Misfit | None:
         if need is None:
             need = vectors.total((g.requests, g.count) for g in groups)
         free = self.free
@@ -200,7 +201,7 @@ class ClusterState:
                 f"needs {vectors.describe(r, need[r])} {r}, "
                 f"{vectors.describe(r, max(free.get(r, 0), 0))} free",
             )
-        left = None if self.nodes is None else self._unplaced(groups)
+        left = None if self.nodes is None else self._unplaced(groups, key)
         if left is None:
             return None
         group, missing = left
@@ -214,8 +215,9 @@ class ClusterState:
             f"({self.nodes_with_room(group.requests)} such nodes free)",
         )
 
-    def _unplaced(self, groups: Sequence[PodGroup]) -> tuple[PodGroup, int] | None:
-        """The first pod group that finds no node with room, with its pods left over."""
+    def _unplaced(self, groups: Sequence[PodGroup], key: PodKey) -> tuple[PodGroup, int] | None:
+        """The first pod group that finds no node with room, with its pods left over (for
+        several groups kept with the fit answers, so ``misfit`` after ``fits`` places once)."""
         assert self.nodes is not None
         if len(groups) == 1:  # one pod shape: each node takes what it can, independently
             group = groups[0]
@@ -224,7 +226,10 @@ class ClusterState:
                 return None
             room = self._room(shape)
             return None if room >= group.count else (group, group.count - room)
-        return self._place_nodes(dict(self.nodes), groups)[1]
+        answers = self._current()
+        if key not in answers.unplaced:
+            answers.unplaced[key] = self._place_nodes(dict(self.nodes), groups)[1]
+        return answers.unplaced[key]
 
     def _room(self, shape: tuple[int, ...]) -> int:
         """How many pods of ``shape`` (modelled resources) the nodes hold now."""
