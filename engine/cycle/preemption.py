@@ -222,6 +222,39 @@ class Search:
         # taking every candidate at once is the most victims could do
         return any(demand[r] > pool.room.get(r, 0) for r in self.needs)
 
+    def quota_reachable(self) -> bool:
+        """Whether taking quota candidates alone, in order and keeping each reclaimed queue at
+        its guarantee, clears the shortfall with no more than ``4 * MOST_VICTIMS`` taken: the
+        quota side of every cluster's search, tried once (a cluster's search also takes
+        victims for room, which frees quota too, so this can only be a pre-check)."""
+        job, quota, leaf = self.job, self.quota, self.leaf
+        short = dict(self.short)
+        out: dict[str, tuple[QuotaNode, Mapping[str, int]]] = {}
+        waiting: list[tuple[str, QuotaNode, Mapping[str, int]]] = []
+        freed: dict[str, int] = {}
+        taken_from: dict[str, dict[str, int]] = {}
+        with quota.trial():
+            try:
+                for victim in self.quota_candidates():
+                    if not short or len(out) + len(waiting) > 4 * MOST_VICTIMS:
+                        break
+                    owner = quota.node(victim.mapped.queue)
+                    if owner is None or not any(victim.demand.get(r, 0) for r in short):
+                        continue
+                    if victim.mapped.queue in self.owners:
+                        if not keeps_guarantee(job, quota, owner, victim, taken_from):
+                            continue
+                        vectors.add_into(taken_from.setdefault(owner.name, {}), victim.demand)
+                    waiting.append((victim.ref, owner, victim.demand))
+                    for r in short:
+                        freed[r] = freed.get(r, 0) + victim.demand.get(r, 0)
+                    if all(freed[r] >= v for r, v in short.items()):
+                        take_out(quota, waiting, out)
+                        short, freed = quota.deficit(leaf, job.demand), {}
+            finally:
+                put_back(quota, out.values())
+        return not short
+
     def _quota_bound(self) -> int | None:
         """The fewest candidates whose demand could cover the shortfall (None: none)."""
         if self._quota_fewest is None:
@@ -366,6 +399,8 @@ def choose(
 ) -> Preemption | None:
     """The best (cluster, victims) that makes the job fit, or None (the caller has ruled out
     a ``hopeless`` search)."""
+    if search.short and not search.quota_reachable():
+        return None
     ranked: list[tuple[int, str, list[AdmittedJob]]] = []
     for name in targets:
         near = search.near(name)
