@@ -191,23 +191,14 @@ def merged(
 def fewest(missing: Mapping[str, int], amounts: Sequence[Mapping[str, int]]) -> int | None:
     """The fewest of ``amounts`` whose sum could cover ``missing`` in every resource, taking
     the largest first per resource (a lower bound); None when all of them do not."""
-    fewest = 0
-    for r, need in missing.items():
-        if need <= 0:
-            continue
-        got = 0
-        count = 0
-        for amount in sorted((a.get(r, 0) for a in amounts), reverse=True):
-            if amount <= 0:
-                break
-            got += amount
-            count += 1
-            if got >= need:
-                break
-        if got < need:
-            return None
-        fewest = max(fewest, count)
-    return fewest
+    return fewest_sorted(
+        missing,
+        {
+            r: sorted((a for x in amounts if (a := x.get(r, 0)) > 0), reverse=True)
+            for r, need in missing.items()
+            if need > 0
+        },
+    )
 
 
 def totals_fit(cluster: ClusterState, need: Mapping[str, int]) -> bool:
