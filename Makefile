@@ -21,8 +21,8 @@ demo: $(STAMP)
 		--now 2025-03-10T10:00:00Z
 
 bench: $(STAMP)
-	$(BIN)/fleetgate bench --jobs 15000 --clusters 10 --queues 30
-	$(BIN)/fleetgate bench --jobs 50000 --clusters 100 --queues 1000 --repeats 2
+	$(BIN)/fleetgate bench --jobs 15000 --clusters 10 --queues 30 --repeats 5
+	$(BIN)/fleetgate bench --jobs 50000 --clusters 100 --queues 1000 --repeats 3
 
 bench-cel: $(STAMP)
 	$(BIN)/python benchmarks/cel_runners.py
