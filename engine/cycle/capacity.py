@@ -228,8 +228,27 @@ class ClusterState:
             return None if room >= group.count else (group, group.count - room)
         answers = self._current()
         if key not in answers.unplaced:
-            answers.unplaced[key] = self._place_nodes(dict(self.nodes), groups)[1]
+            fit_all = self._room_for_all(groups)
+            answers.unplaced[key] = (
+                None if fit_all else self._place_nodes(dict(self.nodes), groups)[1]
+            )
         return answers.unplaced[key]
+
+    def _room_for_all(self, groups: Sequence[PodGroup]) -> bool:
+        """A cheap "yes" that is the greedy layout's answer too: every pod fits when the nodes
+        hold as many pods as all groups have, each counted at the largest request of any group
+        per resource. A pod takes at most one such slot from its node, and the greedy layout
+        leaves a group's pods behind only when no node has a slot left."""
+        if not self._room_bounds:
+            return False
+        largest: list[int] = [0] * len(self.model)
+        pods = 0
+        for g in groups:
+            shape = self._shape(g.requests)
+            if any(shape):
+                largest = [max(a, b) for a, b in zip(largest, shape, strict=True)]
+                pods += g.count
+        return self._room(tuple(largest)) >= pods if pods else True
 
     def _room(self, shape: tuple[int, ...]) -> int:
         """How many pods of ``shape`` (modelled resources) the nodes hold now."""

@@ -306,3 +306,25 @@ def test_a_greedy_no_for_several_pod_groups_is_asked_again_after_place() -> None
     state.place((PodGroup({"a": 1000, PODS: 1000}, 1),))  # (1,2) becomes (0,2)
     assert state.fits(job, need(job))
     assert state.misfit(job, need(job)) is None
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(
+    nodes=st.dictionaries(
+        st.tuples(st.integers(0, 9), st.integers(0, 9)), st.integers(1, 4), min_size=1, max_size=6
+    ),
+    groups=st.lists(
+        st.tuples(st.integers(0, 4), st.integers(0, 4), st.integers(1, 6)), min_size=2, max_size=3
+    ),
+)
+def test_room_for_all_is_a_yes_the_greedy_layout_gives_too(
+    nodes: dict[tuple[int, int], int], groups: list[tuple[int, int, int]]
+) -> None:
+    """The cheap "yes" for several pod groups never disagrees with the greedy layout: when the
+    nodes hold every pod counted at the largest request of any group, the layout places all."""
+    state = ClusterState(view(nodes=1))
+    state.model = ("a", "b")
+    state.nodes = dict(nodes)
+    job = tuple(PodGroup({"a": a, "b": b, PODS: 1000}, n) for a, b, n in groups)
+    if state._room_for_all(job):
+        assert state._place_nodes(dict(nodes), job)[1] is None
