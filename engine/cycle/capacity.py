@@ -12,8 +12,9 @@ one it was found at; every change bumps ``version`` (``place``, ``release``, and
 own edit of ``free`` when it nominates a preemptor, ``retake``), except that a "does not fit"
 decided by the totals or the room per pod shape survives ``place`` (placing only takes room
 away; the greedy layout of several pod groups is not monotone, so such a "no" is found again).
-What the nodes hold per pod shape is kept until ``place``, ``release`` or ``retake`` changes
-the nodes. A ``copy`` shares both until either changes.
+What the nodes hold per pod shape is carried through ``place`` (from the node groups that
+changed, for up to ``KEPT_ROOMS`` shapes) and counted anew after ``release`` or ``retake``. A
+``copy`` shares both until either changes.
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ class Misfit:
 
 
 PodKey: TypeAlias = tuple[tuple[tuple[tuple[str, int], ...], int], ...]
+Move: TypeAlias = tuple[tuple[int, ...], tuple[int, ...], int]  # n nodes: free before, after
+KEPT_ROOMS = 64  # pod shapes whose room is carried through changes, per cluster state
 
 
 class _Answers:
@@ -78,7 +81,7 @@ class ClusterState:
         self.nodes: dict[tuple[int, ...], int] | None = None
         self.version = 0
         self._answers = _Answers(0)
-        # pod shape → (pods the nodes hold, nodes with room for one), until the nodes change
+        # pod shape → (pods the nodes hold, nodes with room for one), carried through changes
         self._rooms: dict[tuple[int, ...], tuple[int, int]] = {}
         # whether a group can never place more pods than ``_room`` says, however the nodes
         # fill: true unless a resource model's minimum is negative (no node has less than 0
@@ -256,8 +259,8 @@ class ClusterState:
         return (found if found is not None else self._count_room(shape))[0]
 
     def _count_room(self, shape: tuple[int, ...]) -> tuple[int, int]:
-        """(pods of ``shape`` the nodes hold, nodes with room for one), cached until the nodes
-        change."""
+        """(pods of ``shape`` the nodes hold, nodes with room for one), kept and carried
+        through changes (``_carry_rooms``)."""
         assert self.nodes is not None
         pods = nodes = 0
         for free, count in self.nodes.items():
@@ -290,11 +293,12 @@ class ClusterState:
         taken from the totals only)."""
         for g in groups:
             vectors.add_into(self.free, g.requests, -g.count)
+        moved: list[Move] = []
         if self.nodes is not None:
-            self.nodes = self._place_nodes(self.nodes, groups)[0]
+            self.nodes = self._place_nodes(self.nodes, groups, moved)[0]
         before = self._answers
         self.version += 1
-        self._rooms = {}
+        self._carry_rooms(moved)
         # placing only takes room away: what firmly did not fit just before still does not
         if before.version == self.version - 1 and before.firm:
             self._answers = _Answers(self.version)
@@ -310,7 +314,7 @@ class ClusterState:
                 shape = self._shape(g.requests)
                 self.nodes[shape] = self.nodes.get(shape, 0) + g.count
         self.version += 1
-        self._rooms = {}
+        self._rooms = {}  # trial copies release victim after victim, asking one shape each time
 
     def retake(self, groups: Sequence[PodGroup]) -> None:
         """Undo ``release(groups)`` on a state where nothing was placed since (a trial copy
@@ -327,6 +331,26 @@ class ClusterState:
         self.version += 1
         self._rooms = {}
 
+    def _carry_rooms(self, moved: Sequence[Move]) -> None:
+        """Bring the room per pod shape through nodes that moved from one free amount to
+        another, instead of counting again over every node; past ``KEPT_ROOMS`` shapes, start
+        anew. A new dict: a copy may share the old one."""
+        old = self._rooms
+        if len(old) > KEPT_ROOMS:
+            self._rooms = {}
+            return
+        rooms: dict[tuple[int, ...], tuple[int, int]] = {}
+        for shape, (pods, nodes) in old.items():
+            for before, after, n in moved:
+                if per := _per_node(before, shape):
+                    pods -= n * per
+                    nodes -= n
+                if per := _per_node(after, shape):
+                    pods += n * per
+                    nodes += n
+            rooms[shape] = (pods, nodes)
+        self._rooms = rooms
+
     def _shape(self, requests: Mapping[str, int]) -> tuple[int, ...]:
         """The pod's requests of the modelled resources, in ``model`` order."""
         kept = self._shapes.get(id(requests))
@@ -337,10 +361,14 @@ class ClusterState:
         return shape
 
     def _place_nodes(
-        self, nodes: dict[tuple[int, ...], int], groups: Sequence[PodGroup]
+        self,
+        nodes: dict[tuple[int, ...], int],
+        groups: Sequence[PodGroup],
+        moved: list[Move] | None = None,
     ) -> tuple[dict[tuple[int, ...], int], tuple[PodGroup, int] | None]:
-        """Best-fit, largest pods first, onto groups of identical nodes (changed in place);
-        returns them and, when a pod group did not fit, that group with its pods left over."""
+        """Best-fit, largest pods first, onto groups of identical nodes (changed in place, each
+        change recorded in ``moved`` when given); returns them and, when a pod group did not
+        fit, that group with its pods left over."""
         shaped = sorted(((self._shape(g.requests), g) for g in groups), key=lambda x: x[0])
         for need, group in reversed(shaped):
             if not any(need):
@@ -360,6 +388,8 @@ class ClusterState:
                     nodes[free] -= n
                     after = tuple([f - pods * q for f, q in zip(free, need, strict=True)])
                     nodes[after] = nodes.get(after, 0) + n
+                    if moved is not None:
+                        moved.append((free, after, n))
                     left -= n * pods
                 if not nodes[free]:
                     del nodes[free]
