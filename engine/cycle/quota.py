@@ -45,13 +45,19 @@ class QuotaNode:
     guaranteed: Vec
     usage: Vec  # Kueue usage: a leaf's jobs; a parent's children's usage beyond their guaranteed
     total: Vec  # raw usage of every job in the subtree, all resources
+    up: tuple[QuotaNode, ...] = ()  # ``path``, once the tree is linked
 
     @property
-    def path(self) -> Iterable[QuotaNode]:
+    def path(self) -> Sequence[QuotaNode]:
+        """This queue and its ancestors, up to (not including) the root."""
+        if self.up or self.name == ROOT:
+            return self.up
+        found = []
         node: QuotaNode | None = self
         while node is not None and node.name != ROOT:
-            yield node
+            found.append(node)
             node = node.parent
+        return tuple(found)
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +104,8 @@ class QuotaTree:
             for r, cap in self.capacity.items()
         }
         self._sum_quota(root)
+        for node in self.nodes.values():
+            node.up = node.path
         self.version = 0  # a new value on every add and remove, back after a ``trial``
         self._clock = 0
         self._potential: dict[tuple[str, str], int] = {}
