@@ -35,14 +35,13 @@ from engine.cycle.jobs import AdmittedJob, PendingJob
 from engine.cycle.quota import QuotaNode, QuotaTree
 from engine.cycle.victims import (
     Pool,
+    Taking,
     VictimIndex,
     fewest,
     fewest_sorted,
-    keeps_guarantee,
     merged,
     put_back,
     room_without,
-    take_out,
     totals_fit,
     update,
 )
@@ -227,33 +226,21 @@ class Search:
         its guarantee, clears the shortfall with no more than ``4 * MOST_VICTIMS`` taken: the
         quota side of every cluster's search, tried once (a cluster's search also takes
         victims for room, which frees quota too, so this can only be a pre-check)."""
-        job, quota, leaf = self.job, self.quota, self.leaf
-        short = dict(self.short)
-        out: dict[str, tuple[QuotaNode, Mapping[str, int]]] = {}
-        waiting: list[tuple[str, QuotaNode, Mapping[str, int]]] = []
-        freed: dict[str, int] = {}
-        taken_from: dict[str, dict[str, int]] = {}
-        with quota.trial():
+        taking = Taking(self.quota, self.job, self.leaf, self.owners, self.short)
+        taken = 0
+        with self.quota.trial():
             try:
                 for victim in self.quota_candidates():
-                    if not short or len(out) + len(waiting) > 4 * MOST_VICTIMS:
+                    if not taking.short or taken > 4 * MOST_VICTIMS:
                         break
-                    owner = quota.node(victim.mapped.queue)
-                    if owner is None or not any(victim.demand.get(r, 0) for r in short):
+                    if self.quota.node(victim.mapped.queue) is None or not any(
+                        victim.demand.get(r, 0) for r in taking.short
+                    ):
                         continue
-                    if victim.mapped.queue in self.owners:
-                        if not keeps_guarantee(job, quota, owner, victim, taken_from):
-                            continue
-                        vectors.add_into(taken_from.setdefault(owner.name, {}), victim.demand)
-                    waiting.append((victim.ref, owner, victim.demand))
-                    for r in short:
-                        freed[r] = freed.get(r, 0) + victim.demand.get(r, 0)
-                    if all(freed[r] >= v for r, v in short.items()):
-                        take_out(quota, waiting, out)
-                        short, freed = quota.deficit(leaf, job.demand), {}
+                    taken += taking.take(victim)
             finally:
-                put_back(quota, out.values())
-        return not short
+                put_back(self.quota, taking.out.values())
+        return not taking.short
 
     def _quota_bound(self) -> int | None:
         """The fewest candidates whose demand could cover the shortfall (None: none)."""
@@ -296,59 +283,42 @@ class Search:
     def _take(
         self, cluster: ClusterState, sequence: Sequence[AdmittedJob], room_fits: bool
     ) -> list[AdmittedJob]:
-        job, quota, leaf, name = self.job, self.quota, self.leaf, cluster.name
-        short = dict(self.short)
+        job, name = self.job, cluster.name
+        taking = Taking(self.quota, job, self.leaf, self.owners, self.short)
         # with room here from the start, every victim is taken for quota alone: what fails here
         # for quota fails on every cluster (the same candidates, in the same order)
-        conclusive = bool(short) and room_fits
+        conclusive = bool(self.short) and room_fits
         trial = cluster.copy()
         chosen: list[AdmittedJob] = []
-        out: dict[str, tuple[QuotaNode, Mapping[str, int]]] = {}  # taken out of quota
-        waiting: list[tuple[str, QuotaNode, Mapping[str, int]]] = []  # chosen, not yet out
-        freed: dict[str, int] = {}  # of the shortfall's resources, by the waiting victims
-        taken_from: dict[str, dict[str, int]] = {}  # reclaimed queue → demand taken from it
         try:
             for victim in sequence:
                 for_room = not room_fits and name in victim.usage
-                for_quota = bool(short) and any(victim.demand.get(r, 0) for r in short)
-                if not (for_room or for_quota):
-                    continue  # frees nothing the job still lacks
-                queue = victim.mapped.queue
-                owner = quota.node(queue)
-                if queue in self.owners:
-                    if owner is None or not keeps_guarantee(job, quota, owner, victim, taken_from):
-                        continue
-                    vectors.add_into(taken_from.setdefault(queue, {}), victim.demand)
+                for_quota = bool(taking.short) and any(
+                    victim.demand.get(r, 0) for r in taking.short
+                )
+                if not (for_room or for_quota) or not taking.take(victim):
+                    continue  # frees nothing the job still lacks, or may not be taken
                 chosen.append(victim)
                 if len(chosen) > 4 * MOST_VICTIMS:  # unneeded ones are dropped later, not so many
                     self.quota_failed = conclusive
                     return []
-                if owner is not None:
-                    waiting.append((victim.ref, owner, victim.demand))
-                    if short:
-                        for r in short:
-                            freed[r] = freed.get(r, 0) + victim.demand.get(r, 0)
-                        if all(freed[r] >= v for r, v in short.items()):
-                            take_out(quota, waiting, out)
-                            short = quota.deficit(leaf, job.demand)
-                            freed = {}
                 if name in victim.usage:
                     trial.release(victim.pods[name])
                     room_fits = room_fits or (
                         totals_fit(trial, job.demand) and trial.fits(job.pods, job.demand)
                     )
-                if not short and room_fits:
+                if not taking.short and room_fits:
                     break
             else:  # the shortfall did not clear, or there is no room
-                self.quota_failed = conclusive and bool(short)
+                self.quota_failed = conclusive and bool(taking.short)
                 return []
-            take_out(quota, waiting, out)
-            chosen = self._fewer(cluster, chosen, out)
+            taking.settle()
+            chosen = self._fewer(cluster, chosen, taking.out)
             if len(chosen) > MOST_VICTIMS:
                 self.quota_failed = conclusive
                 return []
         finally:
-            put_back(quota, out.values())
+            put_back(self.quota, taking.out.values())
         return chosen
 
     def _fewer(

@@ -101,6 +101,56 @@ class VictimIndex:
         return seen[1]
 
 
+class Taking:
+    """Victims taken out of quota during one trial. A reclaimed queue keeps its guarantee
+    (``keeps_guarantee``); the job's shortfall (``short``) is measured again only once the
+    victims taken since could cover it, as taking usage away lowers it by at most that much.
+    The caller puts ``out`` back when the trial ends."""
+
+    def __init__(
+        self,
+        quota: QuotaTree,
+        job: PendingJob,
+        leaf: QuotaNode,
+        owners: frozenset[str],
+        short: Mapping[str, int],
+    ) -> None:
+        self.quota, self.job, self.leaf, self.owners = quota, job, leaf, owners
+        self.short = dict(short)
+        self.out: dict[str, tuple[QuotaNode, Mapping[str, int]]] = {}  # taken out of quota
+        self._waiting: list[tuple[str, QuotaNode, Mapping[str, int]]] = []  # taken, not yet out
+        self._freed: dict[str, int] = {}  # of the shortfall's resources, by the waiting victims
+        self._taken_from: dict[str, dict[str, int]] = {}  # reclaimed queue → demand taken
+
+    def take(self, victim: AdmittedJob) -> bool:
+        """Take ``victim`` (False: its queue is reclaimed and would fall below its guarantee)."""
+        quota, queue = self.quota, victim.mapped.queue
+        owner = quota.node(queue)
+        if queue in self.owners:
+            if owner is None or not keeps_guarantee(
+                self.job, quota, owner, victim, self._taken_from
+            ):
+                return False
+            vectors.add_into(self._taken_from.setdefault(queue, {}), victim.demand)
+        if owner is None:
+            return True
+        self._waiting.append((victim.ref, owner, victim.demand))
+        short = self.short
+        if short:
+            freed = self._freed
+            for r in short:
+                freed[r] = freed.get(r, 0) + victim.demand.get(r, 0)
+            if all(freed[r] >= v for r, v in short.items()):
+                self.settle()
+                self.short = quota.deficit(self.leaf, self.job.demand)
+                self._freed = {}
+        return True
+
+    def settle(self) -> None:
+        """Take every victim taken so far out of quota."""
+        take_out(self.quota, self._waiting, self.out)
+
+
 def take_out(
     quota: QuotaTree,
     waiting: list[tuple[str, QuotaNode, Mapping[str, int]]],
@@ -150,14 +200,10 @@ def keeps_guarantee(
 ) -> bool:
     """Whether taking ``victim`` too leaves its queue at or above its guarantee in every
     resource the job needs that the taken jobs hold."""
-    before = taken_from.get(owner.name, {})
-    for r in quota.resources:
-        if not job.demand.get(r, 0):
-            continue
-        taken = before.get(r, 0) + victim.demand.get(r, 0)
-        if taken and owner.total.get(r, 0) - taken < owner.guarantee.get(r, 0):
-            return False
-    return True
+    before = taken_from.get(owner.name)
+    taken = vectors.total([(before, 1), (victim.demand, 1)]) if before else victim.demand
+    needs = [r for r in quota.resources if job.demand.get(r, 0)]
+    return stays_at_guarantee(owner, taken, needs)
 
 
 def room_without(cluster: ClusterState, victims: Sequence[AdmittedJob], job: PendingJob) -> bool:
