@@ -271,6 +271,41 @@ class ClusterState:
         found = self._rooms[shape] = (pods, nodes)
         return found
 
+    def node_deficits(self, groups: Sequence[PodGroup]) -> list[tuple[tuple[int, ...], int]]:
+        """(pod shape, pods short) for each group whose pods the nodes lack room for even
+        alone: however pods are placed or released, the gang fits only once the nodes hold
+        that many more pods of the shape. Empty without a node model that bounds room."""
+        if self.nodes is None or not self._room_bounds:
+            return []
+        found = []
+        for g in groups:
+            shape = self._shape(g.requests)
+            if any(shape) and (short := g.count - self._room(shape)) > 0:
+                found.append((shape, short))
+        return found
+
+    def room_freed(self, groups: Sequence[PodGroup], shape: tuple[int, ...]) -> int:
+        """Pods of ``shape`` the nodes hold more once ``groups`` are released (``release``
+        gives each pod's room back as a node of its own)."""
+        return self.rooms_freed([groups], shape)[0]
+
+    def rooms_freed(
+        self, released: Sequence[Sequence[PodGroup]], shape: tuple[int, ...]
+    ) -> list[int]:
+        """``room_freed`` of each of ``released`` (pods of few shapes: each counted once)."""
+        per_pod: dict[tuple[int, ...], int] = {}
+        found = []
+        for groups in released:
+            freed = 0
+            for g in groups:
+                pod = self._shape(g.requests)
+                per = per_pod.get(pod)
+                if per is None:
+                    per = per_pod[pod] = _per_node(pod, shape)
+                freed += g.count * per
+            found.append(freed)
+        return found
+
     def nodes_with_room(self, requests: Mapping[str, int]) -> int:
         if self.nodes is None:
             return 0

@@ -14,9 +14,12 @@ job still lacks: quota it is short of, or room on that cluster. When quota and t
 fit, each victim that is not needed after all is dropped again.
 
 Clusters are tried in order of a lower bound on the victims they need (the fewest candidates
-whose amounts could cover what is missing, by totals), at most ``EXAMINED`` of them; a cluster
-whose bound exceeds the fewest victims found so far is not tried. The cluster needing the fewest
-victims wins, then the one whose victims have the lowest priorities, then the first by name.
+whose amounts could cover what is missing, by totals and by the pods of each group the nodes
+lack room for), at most ``EXAMINED`` of them; a cluster whose bound exceeds the fewest victims
+found so far is not tried, nor one where no victims could rank before the best found (too few
+of them, or none of low enough priority). The cluster needing the fewest victims wins, then the
+one whose victims have the lowest priorities, then the first by name. The quota side gives up
+after trying ``TRIED`` candidates.
 Nothing is preempted unless the job then fits, and never more than ``MOST_VICTIMS`` jobs for
 one (an over-committed queue could otherwise evict hundreds of jobs to admit one small job).
 Jobs admitted in this cycle are never victims,
@@ -37,7 +40,10 @@ from engine.cycle.victims import (
     Pool,
     Taking,
     VictimIndex,
+    alone,
+    could_clear,
     fewest,
+    fewest_for_nodes,
     fewest_sorted,
     merged,
     put_back,
@@ -49,6 +55,7 @@ from engine.policy.model import Queue, ReclaimPolicy, WithinQueuePreemption
 
 EXAMINED = 8  # clusters given the full victim search in one preemption attempt
 MOST_VICTIMS = 100  # a job that would need more victims than this waits instead
+TRIED = 4 * MOST_VICTIMS  # candidates the quota side tries before it gives up
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,23 +230,28 @@ class Search:
 
     def quota_reachable(self) -> bool:
         """Whether taking quota candidates alone, in order and keeping each reclaimed queue at
-        its guarantee, clears the shortfall with no more than ``4 * MOST_VICTIMS`` taken: the
-        quota side of every cluster's search, tried once (a cluster's search also takes
-        victims for room, which frees quota too, so this can only be a pre-check)."""
-        taking = Taking(self.quota, self.job, self.leaf, self.owners, self.short)
-        taken = 0
-        with self.quota.trial():
+        its guarantee, clears the shortfall within the first ``TRIED`` candidates that hold
+        something still short: the quota side of every cluster's search, tried once (a
+        cluster's search also takes victims for room, which frees quota too, so this can only
+        be a pre-check)."""
+        quota = self.quota
+        candidates = [v for v in self.quota_candidates() if quota.node(v.mapped.queue)]
+        # while a resource is short, every candidate holding it is tried
+        if not could_clear(self.short, candidates, TRIED):
+            return False
+        taking = Taking(quota, self.job, self.leaf, self.owners, self.short)
+        tried = 0
+        with quota.trial():
             try:
-                for victim in self.quota_candidates():
-                    if not taking.short or taken > 4 * MOST_VICTIMS:
+                for victim in candidates:
+                    if not taking.short or tried >= TRIED:
                         break
-                    if self.quota.node(victim.mapped.queue) is None or not any(
-                        victim.demand.get(r, 0) for r in taking.short
-                    ):
+                    if not any(victim.demand.get(r, 0) for r in taking.short):
                         continue
-                    taken += taking.take(victim)
+                    tried += 1
+                    taking.take(victim)
             finally:
-                put_back(self.quota, taking.out.values())
+                put_back(quota, taking.out.values())
         return not taking.short
 
     def _quota_bound(self) -> int | None:
@@ -249,15 +261,39 @@ class Search:
         return self._quota_fewest[0]
 
     def lower_bound(self, cluster: ClusterState, near: Sequence[AdmittedJob]) -> int | None:
-        """The fewest victims that could make the job fit quota and ``cluster`` by totals;
-        None when even all of them could not."""
+        """The fewest victims that could make the job fit quota and ``cluster``, by totals and
+        by the room of each pod group on the nodes; None when even all of them could not. At
+        least one: the job does not fit now (its quota is short, or no candidate has room)."""
         free = cluster.free
         missing = {r: v - free.get(r, 0) for r, v in self.job.demand.items() if v > free.get(r, 0)}
         bound = fewest(missing, [v.usage.get(cluster.name, {}) for v in near])
-        if bound is None or not self.short:
+        if bound is None:
+            return None
+        for_nodes = fewest_for_nodes(cluster, self.job, self.index, self.eligible)
+        if for_nodes is None:
+            return None
+        bound = max(bound, for_nodes, 1)
+        if not self.short:
             return bound
         quota_bound = self._quota_bound()
         return None if quota_bound is None else max(bound, quota_bound)
+
+    def least_rank(
+        self, cluster: ClusterState, bound: int, near: Sequence[AdmittedJob]
+    ) -> tuple[int, int, int, str]:
+        """A rank no victims found on ``cluster`` can beat (see ``choose``), for a cluster
+        whose ``lower_bound`` is ``bound``: at least ``bound`` victims, none below the lowest
+        priority among its candidates. One victim alone (when quota is not short) must free
+        by itself all the room the job lacks here."""
+        pool: Sequence[AdmittedJob] = near
+        if self.short:
+            pool = list(near) + self.quota_candidates()
+        elif bound == 1:
+            pool = alone(cluster, near, self.job, self.index, self.eligible)
+        lowest = min((v.mapped.priority for v in pool), default=None)
+        if lowest is None:  # no solution here has as few as ``bound`` victims
+            return (bound + 1, 0, 0, "")
+        return (bound, lowest, bound * lowest, cluster.name)
 
     # --- the search on one cluster -------------------------------------------------------------
     def on_cluster(self, cluster: ClusterState, near: Sequence[AdmittedJob]) -> list[AdmittedJob]:
@@ -382,6 +418,8 @@ def choose(
     for bound, name, near in ranked[:EXAMINED]:
         if (best is not None and bound > best[0][0]) or search.quota_failed:
             break
+        if best is not None and search.least_rank(clusters[name], bound, near) >= best[0]:
+            continue  # no set of victims here could rank before the best one
         chosen = search.on_cluster(clusters[name], near)
         if not chosen:
             continue

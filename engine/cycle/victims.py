@@ -47,6 +47,7 @@ class VictimIndex:
         self._borrowers: dict[tuple[str, ...], tuple[set[str], list]] = {}
         self._freeing: dict[tuple, tuple[tuple, list[AdmittedJob]]] = {}
         self.pools: dict[tuple, tuple[tuple[int, int], Pool]] = {}  # kept by ``Search.pool``
+        self._room_freers: dict[tuple[str, tuple[int, ...]], list[tuple[int, AdmittedJob]]] = {}
 
     def take(self, victims: Iterable[AdmittedJob]) -> None:
         self.taken.update(v.ref for v in victims)
@@ -73,6 +74,23 @@ class VictimIndex:
             kept = (stamp, found)
             self._freeing[key] = kept
         return kept[1]
+
+    def room_freers(
+        self, cluster: ClusterState, shape: tuple[int, ...]
+    ) -> list[tuple[int, AdmittedJob]]:
+        """(pods of ``shape`` its release makes room for, victim) for the victims on
+        ``cluster`` that make room for any, most room first then in victim order; taken ones
+        included (callers skip them)."""
+        key = (cluster.name, shape)
+        found = self._room_freers.get(key)
+        if found is None:
+            name = cluster.name
+            victims = self.on_cluster.get(name, [])
+            freed = cluster.rooms_freed([v.pods[name] for v in victims], shape)
+            found = [(f, v) for f, v in zip(freed, victims, strict=True) if f]
+            found.sort(key=lambda x: -x[0])  # stable: victim order among equals
+            self._room_freers[key] = found
+        return found
 
     def borrowers(self, quota: QuotaTree, resources: tuple[str, ...]) -> frozenset[str]:
         """Queues with victims that use more than their guarantee of one of ``resources``.
@@ -215,6 +233,73 @@ def room_without(cluster: ClusterState, victims: Sequence[AdmittedJob], job: Pen
         if pods:
             trial.release(pods)
     return trial.fits(job.pods, job.demand)
+
+
+def fewest_for_nodes(
+    cluster: ClusterState,
+    job: PendingJob,
+    index: VictimIndex,
+    eligible: Callable[[AdmittedJob], bool],
+) -> int | None:
+    """The fewest eligible victims whose pods, released, could give ``cluster``'s nodes room
+    for every pod group of the job (a lower bound: each group is counted alone); None when
+    all of them could not."""
+    most = 0
+    for shape, short in cluster.node_deficits(job.pods):
+        got = count = 0
+        for freed, victim in index.room_freers(cluster, shape):
+            if eligible(victim):
+                got += freed
+                count += 1
+                if got >= short:
+                    break
+        else:
+            return None
+        most = max(most, count)
+    return most
+
+
+def alone(
+    cluster: ClusterState,
+    near: Sequence[AdmittedJob],
+    job: PendingJob,
+    index: VictimIndex,
+    eligible: Callable[[AdmittedJob], bool],
+) -> list[AdmittedJob]:
+    """The victims of ``near`` (eligible ones on ``cluster``) that could make room for the job
+    there alone: by totals, and for every pod group the nodes lack room for."""
+    free, name = cluster.free, cluster.name
+    missing = [(r, m) for r, v in job.demand.items() if (m := v - free.get(r, 0)) > 0]
+    deficits = cluster.node_deficits(job.pods)
+    pool: Sequence[AdmittedJob] = near
+    if deficits:  # fewer to look at: those that alone make room for the first group short
+        shape, short = deficits[0]
+        pool = [v for freed, v in index.room_freers(cluster, shape) if freed >= short]
+        pool = [v for v in pool if eligible(v)]
+    return [
+        v
+        for v in pool
+        if all(v.usage[name].get(r, 0) >= m for r, m in missing)
+        and all(cluster.room_freed(v.pods[name], s) >= n for s, n in deficits[1:])
+    ]
+
+
+def could_clear(short: Mapping[str, int], candidates: Sequence[AdmittedJob], tried: int) -> bool:
+    """Whether, for each resource of ``short``, the first ``tried`` candidates holding it hold
+    that much of it: taking a victim lowers a shortfall by at most its demand, so a search
+    that tries candidates in this order, each while it holds something still short, cannot
+    clear it otherwise."""
+    for r, need in short.items():
+        got = count = 0
+        for victim in candidates:
+            if amount := victim.demand.get(r, 0):
+                got += amount
+                count += 1
+                if got >= need or count >= tried:
+                    break
+        if got < need:
+            return False
+    return True
 
 
 def merged(
