@@ -231,11 +231,27 @@ class ClusterState:
             return None if room >= group.count else (group, group.count - room)
         answers = self._current()
         if key not in answers.unplaced:
-            fit_all = self._room_for_all(groups)
-            answers.unplaced[key] = (
-                None if fit_all else self._place_nodes(dict(self.nodes), groups)[1]
-            )
+            answers.unplaced[key] = self._unplaced_groups(groups)
         return answers.unplaced[key]
+
+    def _unplaced_groups(self, groups: Sequence[PodGroup]) -> tuple[PodGroup, int] | None:
+        """``_unplaced`` for several pod groups: what ``_place_nodes`` leaves over, without
+        laying the pods out when the answer is known. Placed first (the largest shape; of
+        equal ones, the last listed), a group finds the room it would find alone."""
+        if self._room_for_all(groups):
+            return None
+        first: tuple[tuple[int, ...], PodGroup] | None = None
+        for g in groups:
+            shape = self._shape(g.requests)
+            if any(shape) and (first is None or shape >= first[0]):
+                first = (shape, g)
+        if (
+            first is not None
+            and self._room_bounds
+            and (room := self._room(first[0])) < first[1].count
+        ):
+            return first[1], first[1].count - room
+        return self._place_nodes(dict(self.nodes), groups)[1]
 
     def _room_for_all(self, groups: Sequence[PodGroup]) -> bool:
         """A cheap "yes" that is the greedy layout's answer too: every pod fits when the nodes

@@ -328,3 +328,29 @@ def test_room_for_all_is_a_yes_the_greedy_layout_gives_too(
     job = tuple(PodGroup({"a": a, "b": b, PODS: 1000}, n) for a, b, n in groups)
     if state._room_for_all(job):
         assert state._place_nodes(dict(nodes), job)[1] is None
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(
+    nodes=st.dictionaries(
+        st.tuples(st.integers(0, 9), st.integers(0, 9)), st.integers(1, 4), min_size=1, max_size=6
+    ),
+    groups=st.lists(
+        st.tuples(st.integers(0, 4), st.integers(0, 4), st.integers(1, 6)), min_size=2, max_size=3
+    ),
+)
+def test_what_several_pod_groups_leave_over_is_what_the_greedy_layout_leaves(
+    nodes: dict[tuple[int, int], int], groups: list[tuple[int, int, int]]
+) -> None:
+    """The shortcuts of ``_unplaced_groups`` (the cheap "yes", and the first group laid out
+    finding only the room it has alone) give the layout's own answer: the same group, the
+    same pods left over."""
+    state = ClusterState(view(nodes=1))
+    state.model = ("a", "b")
+    state.nodes = dict(nodes)
+    job = tuple(PodGroup({"a": a, "b": b, PODS: 1000}, n) for a, b, n in groups)
+    found = state._unplaced_groups(job)
+    expected = state._place_nodes(dict(nodes), job)[1]
+    assert found == expected
+    if found is not None:
+        assert found[0] is expected[0]  # of equal groups, the one the layout tried first
