@@ -104,6 +104,7 @@ class Search:
         self._quota_only: tuple[AdmittedJob, ...] | None = None
         self._within: dict[str, list[AdmittedJob]] | None = None  # cluster → own-queue victims
         self._quota_fewest: tuple[int | None] | None = None  # (bound,) once computed
+        self._near: dict[str, list[AdmittedJob]] = {}
 
     # --- candidates ----------------------------------------------------------------------------
     def eligible(self, victim: AdmittedJob) -> bool:
@@ -160,12 +161,13 @@ class Search:
             if node is None:
                 continue
             reclaim = q in self.owners
-            victims = index.freeing(node, short_keys, self.needs if reclaim else None)
+            victims, most = index.freeing(node, short_keys, self.needs if reclaim else None)
             if not reclaim:
                 victims = [v for v in victims if self.eligible(v)]
+                most = vectors.total((v.demand, 1) for v in victims)
             if not victims:
                 continue
-            most = vectors.total((v.demand, 1) for v in victims)
+            most = dict(most)
             if reclaim:
                 for r in self.needs:
                     above = max(0, node.total.get(r, 0) - node.guarantee.get(r, 0))
@@ -190,7 +192,13 @@ class Search:
 
     def near(self, cluster: str) -> list[AdmittedJob]:
         """Eligible victims running on ``cluster``, in order (the index lists them in victim
-        order, so reclaim candidates first keeps it)."""
+        order, so reclaim candidates first keeps it). Kept for the search."""
+        found = self._near.get(cluster)
+        if found is None:
+            found = self._near[cluster] = self._find_near(cluster)
+        return found
+
+    def _find_near(self, cluster: str) -> list[AdmittedJob]:
         taken, owners = self.index.taken, self.owners
         lower = self.lower
         leaf, priority = self.leaf.name, self.job.mapped.priority
@@ -260,15 +268,19 @@ class Search:
             self._quota_fewest = (fewest_sorted(self.short, self.pool().amounts),)
         return self._quota_fewest[0]
 
-    def lower_bound(self, cluster: ClusterState, near: Sequence[AdmittedJob]) -> int | None:
+    def lower_bound(self, cluster: ClusterState) -> int | None:
         """The fewest victims that could make the job fit quota and ``cluster``, by totals and
         by the room of each pod group on the nodes; None when even all of them could not. At
         least one: the job does not fit now (its quota is short, or no candidate has room)."""
         free = cluster.free
         missing = {r: v - free.get(r, 0) for r, v in self.job.demand.items() if v > free.get(r, 0)}
-        bound = fewest(missing, [v.usage.get(cluster.name, {}) for v in near])
-        if bound is None:
-            return None
+        bound = 0
+        if missing:
+            near = self.near(cluster.name)
+            found = fewest(missing, [v.usage.get(cluster.name, {}) for v in near])
+            if found is None:
+                return None
+            bound = found
         for_nodes = fewest_for_nodes(cluster, self.job, self.index, self.eligible)
         if for_nodes is None:
             return None
@@ -407,17 +419,17 @@ def choose(
     a ``hopeless`` search)."""
     if search.short and not search.quota_reachable():
         return None
-    ranked: list[tuple[int, str, list[AdmittedJob]]] = []
+    ranked: list[tuple[int, str]] = []
     for name in targets:
-        near = search.near(name)
-        bound = search.lower_bound(clusters[name], near)
+        bound = search.lower_bound(clusters[name])
         if bound is not None and bound <= MOST_VICTIMS:
-            ranked.append((bound, name, near))
-    ranked.sort(key=lambda x: (x[0], x[1]))
+            ranked.append((bound, name))
+    ranked.sort()
     best: tuple[tuple, Preemption] | None = None
-    for bound, name, near in ranked[:EXAMINED]:
+    for bound, name in ranked[:EXAMINED]:
         if (best is not None and bound > best[0][0]) or search.quota_failed:
             break
+        near = search.near(name)
         if best is not None and search.least_rank(clusters[name], bound, near) >= best[0]:
             continue  # no set of victims here could rank before the best one
         chosen = search.on_cluster(clusters[name], near)

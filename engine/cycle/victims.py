@@ -45,7 +45,7 @@ class VictimIndex:
         self.taken: set[str] = set()
         # resources → (borrowing queues, [length of ``quota.touched`` seen, them frozen])
         self._borrowers: dict[tuple[str, ...], tuple[set[str], list]] = {}
-        self._freeing: dict[tuple, tuple[tuple, list[AdmittedJob]]] = {}
+        self._freeing: dict[tuple, tuple[tuple, list[AdmittedJob], Vec]] = {}
         self.pools: dict[tuple, tuple[tuple[int, int], Pool]] = {}  # kept by ``Search.pool``
         self._room_freers: dict[tuple[str, tuple[int, ...]], list[tuple[int, AdmittedJob]]] = {}
 
@@ -54,11 +54,11 @@ class VictimIndex:
 
     def freeing(
         self, node: QuotaNode, short: tuple[str, ...], needs: tuple[str, ...] | None
-    ) -> list[AdmittedJob]:
-        """Victims of the queue ``node`` not taken yet that hold one of ``short``; with
-        ``needs`` (reclaim), only those whose queue stays at its guarantee in ``needs`` without
-        them. Kept while the taken victims and the queue's usage of ``needs`` do not change
-        (searches change usage on trial and put it back)."""
+    ) -> tuple[list[AdmittedJob], Vec]:
+        """Victims of the queue ``node`` not taken yet that hold one of ``short``, and their
+        total demand; with ``needs`` (reclaim), only those whose queue stays at its guarantee
+        in ``needs`` without them. Kept while the taken victims and the queue's usage of
+        ``needs`` do not change (searches change usage on trial and put it back)."""
         key = (node.name, short, needs)
         total = node.total
         stamp = (len(self.taken), tuple([total.get(r, 0) for r in needs]) if needs else ())
@@ -71,9 +71,9 @@ class VictimIndex:
                 and any(v.demand.get(r, 0) for r in short)
                 and (needs is None or stays_at_guarantee(node, v.demand, needs))
             ]
-            kept = (stamp, found)
+            kept = (stamp, found, vectors.total((v.demand, 1) for v in found))
             self._freeing[key] = kept
-        return kept[1]
+        return kept[1], kept[2]
 
     def room_freers(
         self, cluster: ClusterState, shape: tuple[int, ...]

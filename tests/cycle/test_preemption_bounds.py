@@ -1,0 +1,318 @@
+"""The bounds that narrow the preemption search (engine/cycle/preemption.py, victims.py) and
+what they rest on in capacity.py.
+
+- Room per pod shape: after ``release(groups)`` the nodes hold exactly ``room_freed(groups,
+  shape)`` more pods of a shape, and ``node_deficits`` names exactly the pod groups the nodes
+  lack room for, with how many pods they are short.
+- The node bound: a cluster whose victims, all released, never free a node big enough is not
+  tried, so a job reaches a cluster past the first ``EXAMINED`` by name whose victim does.
+- Pruning is exact: skipping clusters that cannot rank before the best found (``least_rank``)
+  never changes the victims ``choose`` picks.
+- The quota side tries at most ``TRIED`` candidates (``could_clear``): a shortfall only the
+  ``TRIED + 1``-th candidate could clear leaves the job waiting for quota, nothing preempted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from engine.cycle import preemption
+from engine.cycle.capacity import ClusterState
+from engine.cycle.jobs import AdmittedJob, PodGroup
+from engine.cycle.preemption import EXAMINED, TRIED, Preemption
+from engine.cycle.reasons import Reason
+from engine.cycle.victims import could_clear
+from engine.policy.policyset import PolicySet
+from tests.cycle.test_capacity_cache import PODS, view
+from tests.cycle.test_preemption_limits import (
+    GPU,
+    assert_preempting,
+    assert_waits,
+    cycle,
+    load,
+    queue,
+    ref,
+    table,
+)
+from tests.cycle.test_properties import keep_running_jobs_within_capacity
+
+
+# --- 1. room per pod shape ---------------------------------------------------------------------
+def shaped(a: int, b: int) -> dict[str, int]:
+    return {"a": a, "b": b, PODS: 1}
+
+
+SHAPE = st.tuples(st.integers(0, 4), st.integers(0, 4))
+GROUPS = st.lists(st.tuples(SHAPE, st.integers(1, 6)), min_size=1, max_size=3).map(
+    lambda groups: tuple(PodGroup(shaped(*s), n) for s, n in groups)
+)
+
+
+@settings(max_examples=200, deadline=None, database=None)
+@given(
+    nodes=st.dictionaries(SHAPE, st.integers(1, 4), min_size=1, max_size=5),
+    groups=GROUPS,
+    asked=st.lists(SHAPE.filter(any), min_size=1, max_size=3),
+)
+def test_room_freed_is_the_room_a_release_gives_and_deficits_the_room_lacking(
+    nodes: dict[tuple[int, int], int],
+    groups: tuple[PodGroup, ...],
+    asked: list[tuple[int, int]],
+) -> None:
+    """On nodes of two modelled resources (free totals unbounded, so ``max_pods`` is the room
+    on the nodes), releasing pod groups adds ``room_freed`` pods of every shape asked."""
+    state = ClusterState(view(nodes=1))
+    state.model, state.nodes = ("a", "b"), dict(nodes)
+    state.free = dict.fromkeys(("a", "b", PODS), 10**9)
+    short = [
+        ((g.requests["a"], g.requests["b"]), g.count - room)
+        for g in groups
+        if (g.requests["a"] or g.requests["b"]) and g.count > (room := state.max_pods(g.requests))
+    ]
+    assert state.node_deficits(groups) == short
+    before = [state.max_pods(shaped(*s)) for s in asked]
+    freed = [state.room_freed(groups, s) for s in asked]
+    for s, f in zip(asked, freed, strict=True):
+        assert state.rooms_freed([groups, groups[:1]], s) == [f, state.room_freed(groups[:1], s)]
+    state.release(groups)
+    assert [state.max_pods(shaped(*s)) for s in asked] == [
+        b + f for b, f in zip(before, freed, strict=True)
+    ]
+    assert not state.node_deficits(groups)  # each pod's room came back as a node of its own
+
+
+# --- 2. the node bound reaches past the first EXAMINED clusters --------------------------------
+NODE = {GPU: 8, "cpu": 96, "memory": "512Gi"}
+URGENT = {"name": "urgent", "queue": "q", "priority": 100, "pod": {GPU: 8, "cpu": 8}, "at": 60}
+SHAPE_POLICIES = [queue("q", preemption={"withinQueue": "LowerPriority"}), queue("other")]
+
+
+def spread(name: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Two 8-GPU nodes, each with one GPU held by a job of queue "other" (60 CPUs: one a node),
+    the other 14 GPUs by one priority-1 job of q with 14 one-GPU pods: 14 GPUs by totals, one
+    victim, but never 8 free on one node."""
+    admitted = {"admitted": name, "at": 1}
+    blockers = [
+        {"name": f"{name}-other{i}", "queue": "other", "priority": 0, "pod": {GPU: 1, "cpu": 60}}
+        | admitted
+        for i in range(2)
+    ]
+    small = {"name": f"{name}-small", "queue": "q", "priority": 1, "pods": 14}
+    small |= {"pod": {GPU: 1, "cpu": 1}} | admitted
+    return {"name": name, "nodes": 2, "node": NODE}, [*blockers, small]
+
+
+def test_a_job_reaches_the_one_cluster_past_the_first_examined_whose_victim_frees_a_node(
+    tmp_path: Path,
+) -> None:
+    """More than ``EXAMINED`` clusters come first by name, each with a lower-priority victim
+    whose 1-GPU pods cover the 8-GPU job by totals; only "z", last, has a victim with an 8-GPU
+    pod. That victim, and only it, is preempted."""
+    names = [f"c{i}" for i in range(EXAMINED + 1)]
+    clusters, jobs = [], []
+    for name in names:
+        c, js = spread(name)
+        clusters.append(c)
+        jobs += js
+    z_low = {"name": "z-low", "queue": "q", "priority": 5, "pod": {GPU: 8, "cpu": 8}}
+    scenario = {
+        "clusters": [*clusters, {"name": "z", "nodes": 1, "node": NODE}],
+        "jobs": [*jobs, z_low | {"admitted": "z", "at": 2}, URGENT],
+    }
+    result = cycle(scenario, load(SHAPE_POLICIES, tmp_path / "p"))
+    assert_preempting(result, "urgent", {ref("z-low")}, "z", 1)
+
+
+# --- 3. pruning by least_rank never changes the choice -----------------------------------------
+def never_prunes(*_: object) -> tuple[int, int, int, str]:
+    return (0, -(10**9), -(10**12), "")
+
+
+Chosen = tuple[str, tuple[str, ...], frozenset[str]] | None
+
+
+def chosen(scenario: Mapping[str, Any], policies: PolicySet, prune: bool) -> list[Chosen]:
+    """What each ``choose`` of one cycle returned (cluster, victims, reclaimed)."""
+    found: list[Chosen] = []
+    choose = preemption.choose
+
+    def recording(*args: Any) -> Preemption | None:
+        p = choose(*args)
+        found.append(None if p is None else (p.cluster, tuple(v.ref for v in p.victims), p.reclaim))
+        return p
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(preemption, "choose", recording)
+        if not prune:
+            mp.setattr(preemption.Search, "least_rank", never_prunes)
+        cycle(scenario, policies)
+    return found
+
+
+@pytest.fixture(scope="module")
+def quota_policies(tmp_path_factory: pytest.TempPathFactory) -> dict[int | None, PolicySet]:
+    """Queue q (lower-priority preemption), with no max or a max of GPUs."""
+    return {
+        most: load(
+            [queue("q", preemption={"withinQueue": "LowerPriority"}, **limit)],
+            tmp_path_factory.mktemp("policies") / "p",
+        )
+        for most, limit in [(None, {}), *((m, {"max": {GPU: m}}) for m in (8, 16, 24))]
+    }
+
+
+@st.composite
+def small_fleets(draw: st.DrawFn) -> dict[str, Any]:
+    """2–4 clusters of 1–2 8-GPU nodes, each node (nearly) filled by jobs of q of priority
+    0–3, and "urgent" (priority 10, 1–2 pods of 2–8 GPUs) pending in q."""
+    clusters, jobs = [], []
+    for c in range(draw(st.integers(2, 4))):
+        name, nodes = f"c{c}", draw(st.integers(1, 2))
+        clusters.append({"name": name, "nodes": nodes, "node": NODE, "used": 0})
+        for _ in range(nodes):
+            left = 8 - draw(st.sampled_from([0, 0, 1, 2, 4]))
+            while left:
+                gpus = draw(st.sampled_from([g for g in (1, 2, 4, 8) if g <= left]))
+                pods = draw(st.sampled_from([1, 2] if gpus * 2 <= left else [1]))
+                left -= gpus * pods
+                jobs.append(
+                    {"name": f"run{len(jobs)}", "queue": "q", "at": len(jobs), "admitted": name}
+                    | {"priority": draw(st.integers(0, 3)), "pods": pods, "pod": {GPU: gpus}}
+                )
+    urgent = {"name": "urgent", "queue": "q", "priority": 10, "at": 60}
+    urgent |= {"pods": draw(st.integers(1, 2)), "pod": {GPU: draw(st.sampled_from([2, 4, 8]))}}
+    scenario = {"clusters": clusters, "jobs": [*jobs, urgent]}
+    keep_running_jobs_within_capacity(scenario)  # a 2-pod job may not fit where it was drawn
+    return scenario
+
+
+def whole_nodes(pods: int, *placed: tuple[str, int, tuple[int, ...]]) -> dict[str, Any]:
+    """(cluster, 8-GPU nodes, priorities): a node held by an 8-GPU job of q per priority, and
+    "urgent" wanting ``pods`` 8-GPU pods."""
+    jobs = [
+        {"name": f"on-{c}-{k}", "queue": "q", "priority": p, "admitted": c, "pod": {GPU: 8}}
+        | {"at": i + k / 10}
+        for i, (c, _, priorities) in enumerate(placed)
+        for k, p in enumerate(priorities)
+    ]
+    urgent = {"name": "urgent", "queue": "q", "priority": 10, "at": 60, "pods": pods}
+    clusters = [{"name": c, "nodes": n, "node": NODE} for c, n, _ in placed]
+    return {"clusters": clusters, "jobs": [*jobs, urgent | {"pod": {GPU: 8}}]}
+
+
+# each won by a cluster tried after a first best (see the test below)
+EXAMPLES = {
+    # c1's lone victim frees exactly the node the job lacks, with a lower priority (``alone``)
+    "alone": {"scenario": whole_nodes(1, ("c0", 1, (2,)), ("c1", 1, (1,))), "most": None},
+    # two victims a cluster, none of them enough alone
+    "pairs": {"scenario": whole_nodes(2, ("c0", 2, (2, 2)), ("c1", 2, (1, 1))), "most": None},
+    # quota short by 8: c1 has room, and the priority-0 job on c2 clears the quota for it
+    "quota": {
+        "scenario": whole_nodes(1, ("c0", 1, (3,)), ("c1", 2, (3,)), ("c2", 1, (0,))),
+        "most": 24,
+    },
+}
+
+
+@settings(max_examples=60, deadline=None, database=None)
+@given(scenario=small_fleets(), most=st.sampled_from([None, None, 8, 16, 24]))
+@example(**EXAMPLES["alone"])
+@example(**EXAMPLES["pairs"])
+@example(**EXAMPLES["quota"])
+def test_skipping_clusters_that_cannot_rank_first_never_changes_the_victims(
+    scenario: dict[str, Any], most: int | None, quota_policies: dict[int | None, PolicySet]
+) -> None:
+    """Every ``choose`` of a cycle returns the same cluster and victims as with ``least_rank``
+    never ruling a cluster out."""
+    policies = quota_policies[most]
+    assert chosen(scenario, policies, prune=True) == chosen(scenario, policies, prune=False)
+
+
+@pytest.mark.parametrize(
+    ("example", "cluster", "victims"),
+    [
+        ("alone", "c1", {"on-c1-0"}),
+        ("pairs", "c1", {"on-c1-0", "on-c1-1"}),
+        ("quota", "c1", {"on-c2-0"}),
+    ],
+)
+def test_the_examples_are_won_by_a_cluster_tried_after_the_first_best(
+    example: str, cluster: str, victims: set[str], quota_policies: dict[int | None, PolicySet]
+) -> None:
+    """The examples above test pruning: c0, tried first, finds victims, and a later cluster
+    must still be tried, for it finds better ones."""
+    scenario, most = EXAMPLES[example]["scenario"], EXAMPLES[example]["most"]
+    [(found, chosen_victims, _)] = chosen(scenario, quota_policies[most], prune=True)
+    assert (found, set(chosen_victims)) == (cluster, {ref(v) for v in victims})
+    no_c1 = {**scenario, "clusters": [c for c in scenario["clusters"] if c["name"] != cluster]}
+    assert chosen(no_c1, quota_policies[most], prune=True)  # another cluster would do
+
+
+# --- 4. the quota side tries at most TRIED candidates ------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Held:
+    demand: Mapping[str, int]
+
+
+def candidates(*demands: Mapping[str, int]) -> Sequence[AdmittedJob]:
+    return cast(Sequence[AdmittedJob], [Held(d) for d in demands])
+
+
+def test_could_clear_counts_only_the_first_tried_candidates_holding_a_resource() -> None:
+    ones = candidates(*[{GPU: 1}] * 5)
+    assert could_clear({GPU: 5}, ones, 5)
+    assert not could_clear({GPU: 5}, ones, 4)  # a fifth candidate would be needed
+    assert not could_clear({GPU: 6}, ones, 10)  # all of them hold too little
+    assert could_clear({}, ones, 0)
+
+
+def test_could_clear_skips_candidates_that_hold_none_of_a_resource() -> None:
+    """Candidates holding no GPUs do not use up the GPU tries, and a resource held only by
+    candidates after more than ``tried`` others is still within reach."""
+    mixed = candidates(*[{"cpu": 1}] * 6, {GPU: 2}, {"cpu": 1}, {GPU: 2})
+    assert could_clear({GPU: 4, "cpu": 2}, mixed, 2)
+    assert not could_clear({GPU: 4}, mixed, 1)
+    assert not could_clear({GPU: 1, "cpu": 8}, mixed, 10)  # 7 CPUs held in all
+
+
+def quota_scenario(tiny: int) -> dict[str, Any]:
+    """Queue q at its CPU max: ``tiny`` 1-CPU jobs of priority 1, then "big" (priority 50, 7
+    whole 64-CPU nodes) in victim order. "urgent" needs 7 free nodes (room it has) and 448
+    CPUs of quota: only "big" covers it, the ``tiny + 1``-th candidate."""
+    admitted = {"queue": "q", "admitted": "east"}
+    smalls = [
+        {"name": f"s{i:03}", "priority": 1, "pod": {"cpu": 1}, "at": 1 + i / 1000} | admitted
+        for i in range(tiny)
+    ]
+    big = {"name": "big", "priority": 50, "pods": 7, "pod": {"cpu": 64}, "at": 0} | admitted
+    urgent = {"name": "urgent", "queue": "q", "priority": 100, "pods": 7, "pod": {"cpu": 64}}
+    return {
+        "clusters": [{"name": "east", "nodes": 21, "node": {"cpu": 64, "memory": "512Gi"}}],
+        "jobs": [*smalls, big, urgent | {"at": 60}],
+    }
+
+
+@pytest.mark.parametrize("tiny", [TRIED - 1, TRIED])
+def test_a_quota_shortfall_only_a_candidate_past_tried_covers_waits(
+    tiny: int, tmp_path: Path
+) -> None:
+    """With "big" the ``TRIED``-th candidate holding CPUs, urgent preempts it alone (the tiny
+    ones taken on the way are dropped); one place later, urgent waits for quota and nothing
+    is preempted, though "big" would still cover the shortfall."""
+    policies = load(
+        [queue("q", max={"cpu": tiny + 448}, preemption={"withinQueue": "LowerPriority"})],
+        tmp_path / "p",
+    )
+    result = cycle(quota_scenario(tiny), policies)
+    if tiny < TRIED:
+        assert_preempting(result, "urgent", {ref("big")}, "east", 7)
+    else:
+        d = assert_waits(result, "urgent", {Reason.WAITING_FOR_QUOTA})
+        assert d.message.startswith(f"queue q max {tiny + 448} cpu"), table(result)
