@@ -420,10 +420,14 @@ def choose(
     if search.short and not search.quota_reachable():
         return None
     ranked: list[tuple[int, str]] = []
-    for name in targets:
+    ones = 0  # clusters whose bound is the least there is: the first ``EXAMINED`` by name win
+    for name in sorted(targets):
         bound = search.lower_bound(clusters[name])
         if bound is not None and bound <= MOST_VICTIMS:
             ranked.append((bound, name))
+            ones += bound == 1
+            if ones == EXAMINED:
+                break
     ranked.sort()
     best: tuple[tuple, Preemption] | None = None
     for bound, name in ranked[:EXAMINED]:

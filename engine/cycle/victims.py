@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from engine.cycle import vectors
 from engine.cycle.capacity import ClusterState
-from engine.cycle.jobs import AdmittedJob, PendingJob
+from engine.cycle.jobs import AdmittedJob, PendingJob, PodGroup, pod_key
 from engine.cycle.quota import QuotaNode, QuotaTree
 from engine.cycle.vectors import Vec
 
@@ -47,7 +47,8 @@ class VictimIndex:
         self._borrowers: dict[tuple[str, ...], tuple[set[str], list]] = {}
         self._freeing: dict[tuple, tuple[tuple, list[AdmittedJob], Vec]] = {}
         self.pools: dict[tuple, tuple[tuple[int, int], Pool]] = {}  # kept by ``Search.pool``
-        self._room_freers: dict[tuple[str, tuple[int, ...]], list[tuple[int, AdmittedJob]]] = {}
+        self._room_freers: dict[tuple[str, tuple[int, ...]], list] = {}
+        self._alike_on: dict[str, list[tuple[Sequence[PodGroup], list[AdmittedJob]]]] = {}
 
     def take(self, victims: Iterable[AdmittedJob]) -> None:
         self.taken.update(v.ref for v in victims)
@@ -77,19 +78,32 @@ class VictimIndex:
 
     def room_freers(
         self, cluster: ClusterState, shape: tuple[int, ...]
-    ) -> list[tuple[int, AdmittedJob]]:
-        """(pods of ``shape`` its release makes room for, victim) for the victims on
-        ``cluster`` that make room for any, most room first then in victim order; taken ones
-        included (callers skip them)."""
+    ) -> list[tuple[int, list[AdmittedJob]]]:
+        """(pods of ``shape`` a victim's release makes room for, the victims on ``cluster``
+        that make that much room, in victim order), most room first, for the victims that
+        make room for any; taken ones included (callers skip them)."""
         key = (cluster.name, shape)
         found = self._room_freers.get(key)
         if found is None:
-            name = cluster.name
-            victims = self.on_cluster.get(name, [])
-            freed = cluster.rooms_freed([v.pods[name] for v in victims], shape)
-            found = [(f, v) for f, v in zip(freed, victims, strict=True) if f]
-            found.sort(key=lambda x: -x[0])  # stable: victim order among equals
+            alike = self._alike(cluster.name)
+            freed = cluster.rooms_freed([pods for pods, _ in alike], shape)
+            found = sorted(
+                ((f, victims) for f, (_, victims) in zip(freed, alike, strict=True) if f),
+                key=lambda x: -x[0],
+            )
             self._room_freers[key] = found
+        return found
+
+    def _alike(self, cluster: str) -> list[tuple[Sequence[PodGroup], list[AdmittedJob]]]:
+        """The victims on ``cluster`` grouped by the pods they run there (each group in victim
+        order, groups in the order of their first victim): release frees the same for all."""
+        found = self._alike_on.get(cluster)
+        if found is None:
+            groups: dict[tuple, tuple[Sequence[PodGroup], list[AdmittedJob]]] = {}
+            for v in self.on_cluster.get(cluster, ()):
+                pods = v.pods[cluster]
+                groups.setdefault(pod_key(pods), (pods, []))[1].append(v)
+            found = self._alike_on[cluster] = list(groups.values())
         return found
 
     def borrowers(self, quota: QuotaTree, resources: tuple[str, ...]) -> frozenset[str]:
@@ -247,12 +261,15 @@ def fewest_for_nodes(
     most = 0
     for shape, short in cluster.node_deficits(job.pods):
         got = count = 0
-        for freed, victim in index.room_freers(cluster, shape):
-            if eligible(victim):
-                got += freed
-                count += 1
-                if got >= short:
-                    break
+        for freed, victims in index.room_freers(cluster, shape):
+            for victim in victims:
+                if eligible(victim):
+                    got += freed
+                    count += 1
+                    if got >= short:
+                        break
+            if got >= short:
+                break
         else:
             return None
         most = max(most, count)
@@ -274,8 +291,13 @@ def alone(
     pool: Sequence[AdmittedJob] = near
     if deficits:  # fewer to look at: those that alone make room for the first group short
         shape, short = deficits[0]
-        pool = [v for freed, v in index.room_freers(cluster, shape) if freed >= short]
-        pool = [v for v in pool if eligible(v)]
+        pool = [
+            v
+            for freed, victims in index.room_freers(cluster, shape)
+            if freed >= short
+            for v in victims
+            if eligible(v)
+        ]
     return [
         v
         for v in pool
