@@ -3,8 +3,9 @@
 Totals are Karmada's estimate: allocatable − allocated − allocating. Node shape comes from the
 cluster's resource models: ``allocatableModelings`` counts nodes per grade, and a node in a grade
 has at least the grade's minimum free of every modelled resource (the first grade's minimum is
-0, as Karmada documents). Pods are placed best-fit onto groups of identical nodes, so later jobs
-in the cycle see what earlier admissions took. Without resource models only totals are checked.
+0, as Karmada documents). Pods are placed best-fit onto groups of identical nodes
+(``nodes.py``), so later jobs in the cycle see what earlier admissions took. Without resource
+models only totals are checked.
 
 Caches (a cycle asks the same question of an unchanged cluster many times): the fit answer per
 pod signature (``pod_key``: each group's requests and count) is kept while ``version`` is the
@@ -24,8 +25,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeAlias
 
+from engine.cycle import nodes as nodes_of
 from engine.cycle import vectors
 from engine.cycle.jobs import PodGroup, pod_key
+from engine.cycle.nodes import Move
 from engine.cycle.vectors import Vec
 from engine.fleet.model import ClusterView
 
@@ -38,7 +41,6 @@ class Misfit:
 
 
 PodKey: TypeAlias = tuple[tuple[tuple[tuple[str, int], ...], int], ...]
-Move: TypeAlias = tuple[tuple[int, ...], tuple[int, ...], int]  # n nodes: free before, after
 KEPT_ROOMS = 64  # pod shapes whose room is carried through changes, per cluster state
 
 
@@ -278,13 +280,7 @@ class ClusterState:
         """(pods of ``shape`` the nodes hold, nodes with room for one), kept and carried
         through changes (``_carry_rooms``)."""
         assert self.nodes is not None
-        pods = nodes = 0
-        for free, count in self.nodes.items():
-            per = _per_node(free, shape)
-            if per:
-                pods += count * per
-                nodes += count
-        found = self._rooms[shape] = (pods, nodes)
+        found = self._rooms[shape] = nodes_of.room(self.nodes, shape)
         return found
 
     def node_deficits(self, groups: Sequence[PodGroup]) -> list[tuple[tuple[int, ...], int]]:
@@ -317,7 +313,7 @@ class ClusterState:
                 pod = self._shape(g.requests)
                 per = per_pod.get(pod)
                 if per is None:
-                    per = per_pod[pod] = _per_node(pod, shape)
+                    per = per_pod[pod] = nodes_of.per_node(pod, shape)
                 freed += g.count * per
             found.append(freed)
         return found
@@ -390,17 +386,7 @@ class ClusterState:
         if len(old) > KEPT_ROOMS:
             self._rooms = {}
             return
-        rooms: dict[tuple[int, ...], tuple[int, int]] = {}
-        for shape, (pods, nodes) in old.items():
-            for before, after, n in moved:
-                if per := _per_node(before, shape):
-                    pods -= n * per
-                    nodes -= n
-                if per := _per_node(after, shape):
-                    pods += n * per
-                    nodes += n
-            rooms[shape] = (pods, nodes)
-        self._rooms = rooms
+        self._rooms = nodes_of.carried(old, moved)
 
     def _shape(self, requests: Mapping[str, int]) -> tuple[int, ...]:
         """The pod's requests of the modelled resources, in ``model`` order."""
@@ -417,46 +403,5 @@ class ClusterState:
         groups: Sequence[PodGroup],
         moved: list[Move] | None = None,
     ) -> tuple[dict[tuple[int, ...], int], tuple[PodGroup, int] | None]:
-        """Best-fit, largest pods first, onto groups of identical nodes (changed in place, each
-        change recorded in ``moved`` when given); returns them and, when a pod group did not
-        fit, that group with its pods left over."""
-        shaped = sorted(((self._shape(g.requests), g) for g in groups), key=lambda x: x[0])
-        for need, group in reversed(shaped):
-            if not any(need):
-                continue
-            left = group.count
-            for free in sorted(nodes):  # fullest nodes first (smallest free amounts)
-                per = _per_node(free, need)
-                if per == 0:
-                    continue
-                count = nodes[free]
-                full, rest = divmod(left, per)
-                used = min(full, count)
-                moves = [(used, per)] if used else []
-                if used < count and used == full and rest:
-                    moves.append((1, rest))
-                for n, pods in moves:
-                    nodes[free] -= n
-                    after = tuple([f - pods * q for f, q in zip(free, need, strict=True)])
-                    nodes[after] = nodes.get(after, 0) + n
-                    if moved is not None:
-                        moved.append((free, after, n))
-                    left -= n * pods
-                if not nodes[free]:
-                    del nodes[free]
-                if not left:
-                    break
-            if left:
-                return nodes, (group, left)
-        return nodes, None
-
-
-def _per_node(free: tuple[int, ...], need: tuple[int, ...]) -> int:
-    """How many pods needing ``need`` fit a node with ``free`` (0 when ``need`` is all 0)."""
-    most = None
-    for f, q in zip(free, need, strict=True):
-        if q > 0:
-            n = f // q
-            if most is None or n < most:
-                most = n
-    return 0 if most is None else most
+        """``nodes.place`` of the groups, each with its shape."""
+        return nodes_of.place(nodes, [(self._shape(g.requests), g) for g in groups], moved)

@@ -32,25 +32,19 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from engine.cycle import vectors
-from engine.cycle.capacity import ClusterState
-from engine.cycle.jobs import AdmittedJob, PendingJob
-from engine.cycle.quota import QuotaNode, QuotaTree
-from engine.cycle.victims import (
-    Pool,
-    Taking,
-    VictimIndex,
+from engine.cycle.bounds import (
     alone,
     could_clear,
     fewest,
     fewest_for_nodes,
-    fewest_sorted,
-    merged,
-    put_back,
+    fewest_merged,
     room_without,
     totals_fit,
-    update,
 )
+from engine.cycle.capacity import ClusterState
+from engine.cycle.jobs import AdmittedJob, PendingJob
+from engine.cycle.quota import QuotaNode, QuotaTree
+from engine.cycle.victims import Pool, Taking, VictimIndex, make_pool, merged, put_back
 from engine.policy.model import Queue, ReclaimPolicy, WithinQueuePreemption
 
 EXAMINED = 8  # clusters given the full victim search in one preemption attempt
@@ -155,38 +149,7 @@ class Search:
         kept = index.pools.get(key)
         if kept is not None and kept[0] == stamp:
             return kept[1]
-        queues = []
-        for q in sorted(self.owners | {leaf.name}):
-            node = quota.node(q)
-            if node is None:
-                continue
-            reclaim = q in self.owners
-            victims, most = index.freeing(node, short_keys, self.needs if reclaim else None)
-            if not reclaim:
-                victims = [v for v in victims if self.eligible(v)]
-                most = vectors.total((v.demand, 1) for v in victims)
-            if not victims:
-                continue
-            most = dict(most)
-            if reclaim:
-                for r in self.needs:
-                    above = max(0, node.total.get(r, 0) - node.guarantee.get(r, 0))
-                    most[r] = min(most.get(r, 0), above)
-            queues.append((node, tuple(victims), most))
-        with quota.trial():
-            update(quota, ((node, most) for node, _, most in queues), quota.remove)
-            room = quota.room(leaf, self.needs)
-            update(quota, ((node, most) for node, _, most in queues), quota.add)
-        amounts = {
-            r: tuple(
-                sorted(
-                    (a for _, vs, _ in queues for v in vs if (a := v.demand.get(r, 0))),
-                    reverse=True,
-                )
-            )
-            for r in short_keys
-        }
-        pool = Pool(tuple(queues), room, amounts)
+        pool = make_pool(self, short_keys)
         index.pools[key] = (stamp, pool)
         return pool
 
@@ -265,7 +228,8 @@ class Search:
     def _quota_bound(self) -> int | None:
         """The fewest candidates whose demand could cover the shortfall (None: none)."""
         if self._quota_fewest is None:
-            self._quota_fewest = (fewest_sorted(self.short, self.pool().amounts),)
+            found = fewest_merged(self.short, self.pool().amounts, MOST_VICTIMS + 1)
+            self._quota_fewest = (found,)
         return self._quota_fewest[0]
 
     def lower_bound(self, cluster: ClusterState) -> int | None:

@@ -1,12 +1,13 @@
 """What preemption searches over: the admitted jobs that may be taken, indexed once per cycle;
-the quota updates a search makes on trial (undone before it ends); the checks a victim must
-pass (its queue keeps its guarantee) and the bounds that rule searches out (the fewest
-victims that could cover what is missing, room with every candidate gone)."""
+the candidates of a quota shortfall grouped by queue (``Pool``); the quota updates a search
+makes on trial (undone before it ends); the checks a victim must pass (its queue keeps its
+guarantee). The bounds computed from them are in ``bounds.py``."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from engine.cycle import vectors
 from engine.cycle.capacity import ClusterState
@@ -22,7 +23,8 @@ class Pool:
 
     queues: tuple[tuple[QuotaNode, tuple[AdmittedJob, ...], Vec], ...]  # (queue, victims, most)
     room: Vec  # per resource needed, what the job's queue could take with all of them gone
-    amounts: Mapping[str, tuple[int, ...]]  # per resource short of, largest first
+    # per resource short of, each queue's amounts of it, largest first
+    amounts: Mapping[str, tuple[tuple[int, ...], ...]]
 
 
 def victim_order(victim: AdmittedJob) -> tuple:
@@ -45,7 +47,7 @@ class VictimIndex:
         self.taken: set[str] = set()
         # resources → (borrowing queues, [length of ``quota.touched`` seen, them frozen])
         self._borrowers: dict[tuple[str, ...], tuple[set[str], list]] = {}
-        self._freeing: dict[tuple, tuple[tuple, list[AdmittedJob], Vec]] = {}
+        self._freeing: dict[tuple, tuple[tuple, list[AdmittedJob], Vec, dict]] = {}
         self.pools: dict[tuple, tuple[tuple[int, int], Pool]] = {}  # kept by ``Search.pool``
         self._room_freers: dict[tuple[str, tuple[int, ...]], list] = {}
         self._alike_on: dict[str, list[tuple[Sequence[PodGroup], list[AdmittedJob]]]] = {}
@@ -55,11 +57,12 @@ class VictimIndex:
 
     def freeing(
         self, node: QuotaNode, short: tuple[str, ...], needs: tuple[str, ...] | None
-    ) -> tuple[list[AdmittedJob], Vec]:
-        """Victims of the queue ``node`` not taken yet that hold one of ``short``, and their
-        total demand; with ``needs`` (reclaim), only those whose queue stays at its guarantee
-        in ``needs`` without them. Kept while the taken victims and the queue's usage of
-        ``needs`` do not change (searches change usage on trial and put it back)."""
+    ) -> tuple[list[AdmittedJob], Vec, dict[str, tuple[int, ...]]]:
+        """Victims of the queue ``node`` not taken yet that hold one of ``short``, their total
+        demand, and per resource of ``short`` their amounts of it, largest first; with
+        ``needs`` (reclaim), only those whose queue stays at its guarantee in ``needs``
+        without them. Kept while the taken victims and the queue's usage of ``needs`` do not
+        change (searches change usage on trial and put it back)."""
         key = (node.name, short, needs)
         total = node.total
         stamp = (len(self.taken), tuple([total.get(r, 0) for r in needs]) if needs else ())
@@ -72,9 +75,14 @@ class VictimIndex:
                 and any(v.demand.get(r, 0) for r in short)
                 and (needs is None or stays_at_guarantee(node, v.demand, needs))
             ]
-            kept = (stamp, found, vectors.total((v.demand, 1) for v in found))
+            kept = (
+                stamp,
+                found,
+                vectors.total((v.demand, 1) for v in found),
+                largest(found, short),
+            )
             self._freeing[key] = kept
-        return kept[1], kept[2]
+        return kept[1], kept[2], kept[3]
 
     def room_freers(
         self, cluster: ClusterState, shape: tuple[int, ...]
@@ -238,92 +246,6 @@ def keeps_guarantee(
     return stays_at_guarantee(owner, taken, needs)
 
 
-def room_without(cluster: ClusterState, victims: Sequence[AdmittedJob], job: PendingJob) -> bool:
-    """Whether the job fits ``cluster`` with the victims' pods there released (releasing more
-    never leaves less room)."""
-    trial = cluster.copy()
-    for victim in victims:
-        pods = victim.pods.get(cluster.name)
-        if pods:
-            trial.release(pods)
-    return trial.fits(job.pods, job.demand)
-
-
-def fewest_for_nodes(
-    cluster: ClusterState,
-    job: PendingJob,
-    index: VictimIndex,
-    eligible: Callable[[AdmittedJob], bool],
-) -> int | None:
-    """The fewest eligible victims whose pods, released, could give ``cluster``'s nodes room
-    for every pod group of the job (a lower bound: each group is counted alone); None when
-    all of them could not."""
-    most = 0
-    for shape, short in cluster.node_deficits(job.pods):
-        got = count = 0
-        for freed, victims in index.room_freers(cluster, shape):
-            for victim in victims:
-                if eligible(victim):
-                    got += freed
-                    count += 1
-                    if got >= short:
-                        break
-            if got >= short:
-                break
-        else:
-            return None
-        most = max(most, count)
-    return most
-
-
-def alone(
-    cluster: ClusterState,
-    near: Sequence[AdmittedJob],
-    job: PendingJob,
-    index: VictimIndex,
-    eligible: Callable[[AdmittedJob], bool],
-) -> list[AdmittedJob]:
-    """The victims of ``near`` (eligible ones on ``cluster``) that could make room for the job
-    there alone: by totals, and for every pod group the nodes lack room for."""
-    free, name = cluster.free, cluster.name
-    missing = [(r, m) for r, v in job.demand.items() if (m := v - free.get(r, 0)) > 0]
-    deficits = cluster.node_deficits(job.pods)
-    pool: Sequence[AdmittedJob] = near
-    if deficits:  # fewer to look at: those that alone make room for the first group short
-        shape, short = deficits[0]
-        pool = [
-            v
-            for freed, victims in index.room_freers(cluster, shape)
-            if freed >= short
-            for v in victims
-            if eligible(v)
-        ]
-    return [
-        v
-        for v in pool
-        if all(v.usage[name].get(r, 0) >= m for r, m in missing)
-        and all(cluster.room_freed(v.pods[name], s) >= n for s, n in deficits[1:])
-    ]
-
-
-def could_clear(short: Mapping[str, int], candidates: Sequence[AdmittedJob], tried: int) -> bool:
-    """Whether, for each resource of ``short``, the first ``tried`` candidates holding it hold
-    that much of it: taking a victim lowers a shortfall by at most its demand, so a search
-    that tries candidates in this order, each while it holds something still short, cannot
-    clear it otherwise."""
-    for r, need in short.items():
-        got = count = 0
-        for victim in candidates:
-            if amount := victim.demand.get(r, 0):
-                got += amount
-                count += 1
-                if got >= need or count >= tried:
-                    break
-        if got < need:
-            return False
-    return True
-
-
 def merged(
     first: Sequence[AdmittedJob],
     second: Sequence[AdmittedJob],
@@ -341,38 +263,54 @@ def merged(
     return out
 
 
-def fewest(missing: Mapping[str, int], amounts: Sequence[Mapping[str, int]]) -> int | None:
-    """The fewest of ``amounts`` whose sum could cover ``missing`` in every resource, taking
-    the largest first per resource (a lower bound); None when all of them do not."""
-    return fewest_sorted(
-        missing,
-        {
-            r: sorted((a for x in amounts if (a := x.get(r, 0)) > 0), reverse=True)
-            for r, need in missing.items()
-            if need > 0
-        },
-    )
+class Asking(Protocol):
+    """What a preemption search tells ``make_pool`` (``preemption.Search``)."""
+
+    index: VictimIndex
+    quota: QuotaTree
+    leaf: QuotaNode
+    owners: frozenset[str]  # queues it may reclaim from
+    needs: tuple[str, ...]  # quota resources the job needs
+
+    def eligible(self, victim: AdmittedJob) -> bool: ...
 
 
-def totals_fit(cluster: ClusterState, need: Mapping[str, int]) -> bool:
-    """The cheap half of ``fits``: the totals (no cache is built for a trial's new state)."""
-    free = cluster.free
-    return all(v <= free.get(r, 0) for r, v in need.items())
-
-
-def fewest_sorted(missing: Mapping[str, int], amounts: Mapping[str, Sequence[int]]) -> int | None:
-    """``fewest`` with each resource's amounts given, largest first."""
-    fewest = 0
-    for r, need in missing.items():
-        if need <= 0:
+def make_pool(search: Asking, short: tuple[str, ...]) -> Pool:
+    """``Search.pool``: the reclaimed queues' victims and the job's own queue's eligible
+    ones that hold one of ``short``, grouped by queue, with what taking them could do."""
+    index, quota, leaf, needs = search.index, search.quota, search.leaf, search.needs
+    queues = []
+    amounts: dict[str, list[tuple[int, ...]]] = {r: [] for r in short}
+    for q in sorted(search.owners | {leaf.name}):
+        node = quota.node(q)
+        if node is None:
             continue
-        got = count = 0
-        for amount in amounts.get(r, ()):
-            got += amount
-            count += 1
-            if got >= need:
-                break
-        if got < need:
-            return None
-        fewest = max(fewest, count)
-    return fewest
+        reclaim = q in search.owners
+        victims, most, held = index.freeing(node, short, needs if reclaim else None)
+        if not reclaim:
+            victims = [v for v in victims if search.eligible(v)]
+            most = vectors.total((v.demand, 1) for v in victims)
+            held = largest(victims, short)
+        if not victims:
+            continue
+        most = dict(most)
+        if reclaim:  # no more than it has above its guarantee
+            for r in needs:
+                above = max(0, node.total.get(r, 0) - node.guarantee.get(r, 0))
+                most[r] = min(most.get(r, 0), above)
+        queues.append((node, tuple(victims), most))
+        for r in short:
+            amounts[r].append(held[r])
+    with quota.trial():
+        update(quota, ((node, most) for node, _, most in queues), quota.remove)
+        room = quota.room(leaf, needs)
+        update(quota, ((node, most) for node, _, most in queues), quota.add)
+    return Pool(tuple(queues), room, {r: tuple(lists) for r, lists in amounts.items()})
+
+
+def largest(victims: Sequence[AdmittedJob], resources: Iterable[str]) -> dict[str, tuple[int, ...]]:
+    """Per resource, the victims' amounts of it (those that hold any), largest first."""
+    return {
+        r: tuple(sorted((a for v in victims if (a := v.demand.get(r, 0))), reverse=True))
+        for r in resources
+    }

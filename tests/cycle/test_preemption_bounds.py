@@ -24,11 +24,11 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from engine.cycle import preemption
+from engine.cycle.bounds import could_clear
 from engine.cycle.capacity import ClusterState
 from engine.cycle.jobs import AdmittedJob, PodGroup
 from engine.cycle.preemption import EXAMINED, TRIED, Preemption
 from engine.cycle.reasons import Reason
-from engine.cycle.victims import could_clear
 from engine.policy.policyset import PolicySet
 from tests.cycle.test_capacity_cache import PODS, view
 from tests.cycle.test_preemption_limits import (

@@ -8,8 +8,8 @@
 - ``trial`` keeps the version, and every ``add`` and ``remove`` gets a version never seen
   before, so one version never names two states (and ``check``, which keeps its answers per
   version, answers as afresh).
-- ``fewest_sorted`` (amounts given sorted) and ``fewest`` count the victims a plain
-  reference counts.
+- ``fewest_sorted`` (amounts given sorted), ``fewest`` and ``fewest_merged`` (amounts of
+  several queues, up to a cap) count the victims a plain reference counts.
 """
 
 from __future__ import annotations
@@ -17,15 +17,20 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from itertools import pairwise
+from types import SimpleNamespace
+from typing import cast
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from engine.cycle import vectors
+from engine.cycle.bounds import fewest, fewest_merged, fewest_sorted
+from engine.cycle.jobs import AdmittedJob
 from engine.cycle.quota import ROOT, QuotaNode, QuotaTree
 from engine.cycle.reasons import Reason
-from engine.cycle.victims import fewest, fewest_sorted
+from engine.cycle.victims import largest
 from engine.policy.checks import check_queues
 from engine.policy.model import Origin, Queue, QueuePreemption, Strategy
 
@@ -478,3 +483,26 @@ def test_fewest_sorted_and_fewest_count_as_the_reference(
     expected = reference_fewest(missing, held)
     assert fewest_sorted(missing, by_resource) == expected
     assert fewest(missing, held) == expected
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(case=shortfalls(), cut=st.lists(st.integers(0, 10), max_size=4), most=st.integers(1, 12))
+def test_fewest_merged_counts_as_the_reference_up_to_its_cap(
+    case: tuple[dict[str, int], list[dict[str, int]]], cut: list[int], most: int
+) -> None:
+    """``fewest_merged`` over the victims split into several queues (each queue's amounts
+    largest first, as ``largest`` gives them) counts as the reference, except that a count
+    past ``most`` is reported as ``most``."""
+    missing, held = case
+    bounds = sorted({0, len(held), *(min(c, len(held)) for c in cut)})
+    queues = [held[a:b] for a, b in pairwise(bounds)]
+    by_queue = [largest(victims_with(q), NAMES) for q in queues]
+    amounts = {r: tuple(q[r] for q in by_queue) for r in NAMES}
+    expected = reference_fewest(missing, held)
+    found = fewest_merged(missing, amounts, most)
+    assert found == (None if expected is None else min(expected, most))
+
+
+def victims_with(held: Sequence[Mapping[str, int]]) -> list[AdmittedJob]:
+    """Stand-ins with only the ``demand`` that ``largest`` reads."""
+    return [cast(AdmittedJob, SimpleNamespace(demand=dict(a))) for a in held]

@@ -1,0 +1,159 @@
+"""Bounds that rule preemption searches out or narrow them, counted without changing any
+state: the fewest victims whose amounts could cover what is missing (by totals, by the room
+each pod group lacks on the nodes, by quota), the victims that could make room alone, whether a
+search trying candidates in order could clear a quota shortfall, and whether all candidates
+together would make room."""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Mapping, Sequence
+
+from engine.cycle.capacity import ClusterState
+from engine.cycle.jobs import AdmittedJob, PendingJob
+from engine.cycle.victims import VictimIndex
+
+
+def room_without(cluster: ClusterState, victims: Sequence[AdmittedJob], job: PendingJob) -> bool:
+    """Whether the job fits ``cluster`` with the victims' pods there released (releasing more
+    never leaves less room)."""
+    trial = cluster.copy()
+    for victim in victims:
+        pods = victim.pods.get(cluster.name)
+        if pods:
+            trial.release(pods)
+    return trial.fits(job.pods, job.demand)
+
+
+def fewest_for_nodes(
+    cluster: ClusterState,
+    job: PendingJob,
+    index: VictimIndex,
+    eligible: Callable[[AdmittedJob], bool],
+) -> int | None:
+    """The fewest eligible victims whose pods, released, could give ``cluster``'s nodes room
+    for every pod group of the job (a lower bound: each group is counted alone); None when
+    all of them could not."""
+    most = 0
+    for shape, short in cluster.node_deficits(job.pods):
+        got = count = 0
+        for freed, victims in index.room_freers(cluster, shape):
+            for victim in victims:
+                if eligible(victim):
+                    got += freed
+                    count += 1
+                    if got >= short:
+                        break
+            if got >= short:
+                break
+        else:
+            return None
+        most = max(most, count)
+    return most
+
+
+def alone(
+    cluster: ClusterState,
+    near: Sequence[AdmittedJob],
+    job: PendingJob,
+    index: VictimIndex,
+    eligible: Callable[[AdmittedJob], bool],
+) -> list[AdmittedJob]:
+    """The victims of ``near`` (eligible ones on ``cluster``) that could make room for the job
+    there alone: by totals, and for every pod group the nodes lack room for."""
+    free, name = cluster.free, cluster.name
+    missing = [(r, m) for r, v in job.demand.items() if (m := v - free.get(r, 0)) > 0]
+    deficits = cluster.node_deficits(job.pods)
+    pool: Sequence[AdmittedJob] = near
+    if deficits:  # fewer to look at: those that alone make room for the first group short
+        shape, short = deficits[0]
+        pool = [
+            v
+            for freed, victims in index.room_freers(cluster, shape)
+            if freed >= short
+            for v in victims
+            if eligible(v)
+        ]
+    return [
+        v
+        for v in pool
+        if all(v.usage[name].get(r, 0) >= m for r, m in missing)
+        and all(cluster.room_freed(v.pods[name], s) >= n for s, n in deficits[1:])
+    ]
+
+
+def could_clear(short: Mapping[str, int], candidates: Sequence[AdmittedJob], tried: int) -> bool:
+    """Whether, for each resource of ``short``, the first ``tried`` candidates holding it hold
+    that much of it: taking a victim lowers a shortfall by at most its demand, so a search
+    that tries candidates in this order, each while it holds something still short, cannot
+    clear it otherwise."""
+    for r, need in short.items():
+        got = count = 0
+        for victim in candidates:
+            if amount := victim.demand.get(r, 0):
+                got += amount
+                count += 1
+                if got >= need or count >= tried:
+                    break
+        if got < need:
+            return False
+    return True
+
+
+def fewest(missing: Mapping[str, int], amounts: Sequence[Mapping[str, int]]) -> int | None:
+    """The fewest of ``amounts`` whose sum could cover ``missing`` in every resource, taking
+    the largest first per resource (a lower bound); None when all of them do not."""
+    return fewest_sorted(
+        missing,
+        {
+            r: sorted((a for x in amounts if (a := x.get(r, 0)) > 0), reverse=True)
+            for r, need in missing.items()
+            if need > 0
+        },
+    )
+
+
+def totals_fit(cluster: ClusterState, need: Mapping[str, int]) -> bool:
+    """The cheap half of ``fits``: the totals (no cache is built for a trial's new state)."""
+    free = cluster.free
+    return all(v <= free.get(r, 0) for r, v in need.items())
+
+
+def fewest_merged(
+    missing: Mapping[str, int], amounts: Mapping[str, Sequence[Sequence[int]]], most: int
+) -> int | None:
+    """``fewest_sorted`` over several lists per resource (each largest first), counting no
+    further than ``most``: ``most`` means that many or more."""
+    fewest = 0
+    for r, need in missing.items():
+        if need <= 0:
+            continue
+        lists = amounts.get(r, ())
+        if sum(sum(amounts) for amounts in lists) < need:
+            return None
+        got = count = 0
+        for amount in heapq.merge(*lists, reverse=True):
+            got += amount
+            count += 1
+            if got >= need or count >= most:
+                break
+        fewest = max(fewest, count)
+    return fewest
+
+
+def fewest_sorted(missing: Mapping[str, int], amounts: Mapping[str, Sequence[int]]) -> int | None:
+    """``fewest`` with each resource's amounts given, largest first."""
+    fewest = 0
+    for r, need in missing.items():
+        if need <= 0:
+            continue
+        got = count = 0
+        for amount in amounts.get(r, ()):
+            got += amount
+            count += 1
+            if got >= need:
+                break
+        if got < need:
+            return None
+        fewest = max(fewest, count)
+    return fewest

@@ -1,0 +1,89 @@
+"""Arithmetic on groups of identical nodes (free amounts of the modelled resources → how
+many such nodes): how many pods of a shape they hold, the best-fit layout of pod groups onto
+them, and carrying the room per shape through the nodes a layout changed."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TypeAlias
+
+from engine.cycle.jobs import PodGroup
+
+Shape: TypeAlias = tuple[int, ...]  # amounts of the modelled resources, in model order
+Move: TypeAlias = tuple[Shape, Shape, int]  # n nodes: free before, after
+
+
+def per_node(free: Shape, need: Shape) -> int:
+    """How many pods needing ``need`` fit a node with ``free`` (0 when ``need`` is all 0)."""
+    most = None
+    for f, q in zip(free, need, strict=True):
+        if q > 0:
+            n = f // q
+            if most is None or n < most:
+                most = n
+    return 0 if most is None else most
+
+
+def room(nodes: Mapping[Shape, int], shape: Shape) -> tuple[int, int]:
+    """(pods of ``shape`` the nodes hold, nodes with room for one)."""
+    pods = count = 0
+    for free, n in nodes.items():
+        per = per_node(free, shape)
+        if per:
+            pods += n * per
+            count += n
+    return pods, count
+
+
+def carried(rooms: Mapping[Shape, tuple[int, int]], moved: Sequence[Move]) -> dict:
+    """``room`` per shape of ``rooms`` after the nodes of ``moved`` changed their free amount."""
+    found: dict[Shape, tuple[int, int]] = {}
+    for shape, (pods, count) in rooms.items():
+        for before, after, n in moved:
+            if per := per_node(before, shape):
+                pods -= n * per
+                count -= n
+            if per := per_node(after, shape):
+                pods += n * per
+                count += n
+        found[shape] = (pods, count)
+    return found
+
+
+def place(
+    nodes: dict[Shape, int],
+    groups: Sequence[tuple[Shape, PodGroup]],
+    moved: list[Move] | None = None,
+) -> tuple[dict[Shape, int], tuple[PodGroup, int] | None]:
+    """Best-fit, largest pods first, the pod groups (each with its shape) onto groups of
+    identical nodes (changed in place, each change recorded in ``moved`` when given); returns
+    them and, when a pod group did not fit, that group with its pods left over."""
+    shaped = sorted(groups, key=lambda x: x[0])
+    for need, group in reversed(shaped):
+        if not any(need):
+            continue
+        left = group.count
+        for free in sorted(nodes):  # fullest nodes first (smallest free amounts)
+            per = per_node(free, need)
+            if per == 0:
+                continue
+            count = nodes[free]
+            full, rest = divmod(left, per)
+            used = min(full, count)
+            moves = [(used, per)] if used else []
+            if used < count and used == full and rest:
+                moves.append((1, rest))
+            for n, pods in moves:
+                nodes[free] -= n
+                after = tuple([f - pods * q for f, q in zip(free, need, strict=True)])
+                nodes[after] = nodes.get(after, 0) + n
+                if moved is not None:
+                    moved.append((free, after, n))
+                left -= n * pods
+            if not nodes[free]:
+                del nodes[free]
+            if not left:
+                break
+        if left:
+            return nodes, (group, left)
+    return nodes, None
