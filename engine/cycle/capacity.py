@@ -13,9 +13,9 @@ one it was found at; every change bumps ``version`` (``place``, ``release``, and
 own edit of ``free`` when it nominates a preemptor, ``retake``), except that a "does not fit"
 decided by the totals or the room per pod shape survives ``place`` (placing only takes room
 away; the greedy layout of several pod groups is not monotone, so such a "no" is found again).
-What the nodes hold per pod shape is carried through ``place`` (from the node groups that
-changed, for up to ``KEPT_ROOMS`` shapes) and counted anew after ``release`` or ``retake``. A
-``copy`` shares both until either changes.
+What the nodes hold per pod shape is counted once and, when asked again, brought through the
+node changes logged since (``place``, ``release``, ``retake``). A ``copy`` shares answers and
+counts until either changes.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ class Misfit:
 
 
 PodKey: TypeAlias = tuple[tuple[tuple[tuple[str, int], ...], int], ...]
-KEPT_ROOMS = 64  # pod shapes whose room is carried through changes, per cluster state
+KEPT_MOVES = 512  # node changes logged for the room counts, per cluster state
 
 
 class _Answers:
@@ -63,6 +63,8 @@ class _Answers:
 class ClusterState:
     __slots__ = (
         "_answers",
+        "_log",
+        "_own_rooms",
         "_room_bounds",
         "_rooms",
         "_shapes",
@@ -83,8 +85,10 @@ class ClusterState:
         self.nodes: dict[tuple[int, ...], int] | None = None
         self.version = 0
         self._answers = _Answers(0)
-        # pod shape → (pods the nodes hold, nodes with room for one), carried through changes
-        self._rooms: dict[tuple[int, ...], tuple[int, int]] = {}
+        # pod shape → (pods the nodes hold, nodes with room for one, length of ``_log`` then)
+        self._rooms: dict[tuple[int, ...], tuple[int, int, int]] = {}
+        self._log: list[Move] = []  # node changes since the counts began
+        self._own_rooms = True  # False while a copy may share ``_rooms`` and ``_log``
         # whether a group can never place more pods than ``_room`` says, however the nodes
         # fill: true unless a resource model's minimum is negative (no node has less than 0
         # free at first; placing and releasing keep it so)
@@ -121,7 +125,8 @@ class ClusterState:
         other.version, other._room_bounds = self.version, self._room_bounds
         # shared until either changes (both then start anew): the same state until then
         other._answers = self._answers
-        other._rooms = self._rooms
+        other._rooms, other._log = self._rooms, self._log
+        other._own_rooms = self._own_rooms = False
         other._shapes = self._shapes  # the same model
         return other
 
@@ -240,8 +245,6 @@ class ClusterState:
         """``_unplaced`` for several pod groups: what ``_place_nodes`` leaves over, without
         laying the pods out when the answer is known. Placed first (the largest shape; of
         equal ones, the last listed), a group finds the room it would find alone."""
-        if self._room_for_all(groups):
-            return None
         first: tuple[tuple[int, ...], PodGroup] | None = None
         for g in groups:
             shape = self._shape(g.requests)
@@ -253,6 +256,8 @@ class ClusterState:
             and (room := self._room(first[0])) < first[1].count
         ):
             return first[1], first[1].count - room
+        if self._room_for_all(groups):
+            return None
         return self._place_nodes(dict(self.nodes), groups)[1]
 
     def _room_for_all(self, groups: Sequence[PodGroup]) -> bool:
@@ -274,13 +279,22 @@ class ClusterState:
     def _room(self, shape: tuple[int, ...]) -> int:
         """How many pods of ``shape`` (modelled resources) the nodes hold now."""
         found = self._rooms.get(shape)
-        return (found if found is not None else self._count_room(shape))[0]
+        if found is not None and found[2] == len(self._log):
+            return found[0]
+        return self._count_room(shape)[0]
 
-    def _count_room(self, shape: tuple[int, ...]) -> tuple[int, int]:
-        """(pods of ``shape`` the nodes hold, nodes with room for one), kept and carried
-        through changes (``_carry_rooms``)."""
+    def _count_room(self, shape: tuple[int, ...]) -> tuple[int, int, int]:
+        """(pods of ``shape`` the nodes hold, nodes with room for one, the length of ``_log``
+        they count): counted once, then brought through the node changes logged since when
+        asked again (counted anew when that is less work)."""
         assert self.nodes is not None
-        found = self._rooms[shape] = nodes_of.room(self.nodes, shape)
+        log = self._log
+        found = self._rooms.get(shape)
+        if found is not None and len(log) - found[2] <= len(self.nodes):
+            pods, nodes = nodes_of.carried(found[0], found[1], log[found[2] :], shape)
+        else:
+            pods, nodes = nodes_of.room(self.nodes, shape)
+        found = self._rooms[shape] = (pods, nodes, len(log))
         return found
 
     def node_deficits(self, groups: Sequence[PodGroup]) -> list[tuple[tuple[int, ...], int]]:
@@ -323,7 +337,9 @@ class ClusterState:
             return 0
         need = self._shape(requests)
         found = self._rooms.get(need)
-        return (found if found is not None else self._count_room(need))[1]
+        if found is not None and found[2] == len(self._log):
+            return found[1]
+        return self._count_room(need)[1]
 
     def max_pods(self, requests: Mapping[str, int]) -> int:
         """How many pods of this shape fit now (for splitting a resizable job)."""
@@ -345,7 +361,7 @@ class ClusterState:
             self.nodes = self._place_nodes(self.nodes, groups, moved)[0]
         before = self._answers
         self.version += 1
-        self._carry_rooms(moved)
+        self._logged(moved)
         # placing only takes room away: what firmly did not fit just before still does not
         if before.version == self.version - 1 and before.firm:
             self._answers = _Answers(self.version)
@@ -355,17 +371,20 @@ class ClusterState:
     def release(self, groups: Sequence[PodGroup]) -> None:
         """Give back a victim's pods: totals, and each pod's room as a node of its own shape
         (where on its node it ran is unknown, so nothing more is assumed)."""
+        moved: list[Move] = []
         for g in groups:
             vectors.add_into(self.free, g.requests, g.count)
             if self.nodes is not None:
                 shape = self._shape(g.requests)
                 self.nodes[shape] = self.nodes.get(shape, 0) + g.count
+                moved.append((None, shape, g.count))
         self.version += 1
-        self._rooms = {}  # trial copies release victim after victim, asking one shape each time
+        self._logged(moved)
 
     def retake(self, groups: Sequence[PodGroup]) -> None:
         """Undo ``release(groups)`` on a state where nothing was placed since (a trial copy
         that only releases), so a search can put one victim back without starting over."""
+        moved: list[Move] = []
         for g in groups:
             vectors.add_into(self.free, g.requests, -g.count)
             if self.nodes is not None:
@@ -375,18 +394,21 @@ class ClusterState:
                     self.nodes[shape] = left
                 else:
                     del self.nodes[shape]
+                moved.append((shape, None, g.count))
         self.version += 1
-        self._rooms = {}
+        self._logged(moved)
 
-    def _carry_rooms(self, moved: Sequence[Move]) -> None:
-        """Bring the room per pod shape through nodes that moved from one free amount to
-        another, instead of counting again over every node; past ``KEPT_ROOMS`` shapes, start
-        anew. A new dict: a copy may share the old one."""
-        old = self._rooms
-        if len(old) > KEPT_ROOMS:
-            self._rooms = {}
+    def _logged(self, moved: Sequence[Move]) -> None:
+        """Log node changes for ``_count_room``: on a log and room counts of this state's own
+        (a copy shares them until either changes), both started anew past ``KEPT_MOVES``."""
+        if not moved:
             return
-        self._rooms = nodes_of.carried(old, moved)
+        if not self._own_rooms or len(self._log) >= KEPT_MOVES:
+            fresh = len(self._log) >= KEPT_MOVES
+            self._rooms = {} if fresh else dict(self._rooms)
+            self._log = [] if fresh else list(self._log)
+            self._own_rooms = True
+        self._log.extend(moved)
 
     def _shape(self, requests: Mapping[str, int]) -> tuple[int, ...]:
         """The pod's requests of the modelled resources, in ``model`` order."""

@@ -10,7 +10,8 @@ from typing import TypeAlias
 from engine.cycle.jobs import PodGroup
 
 Shape: TypeAlias = tuple[int, ...]  # amounts of the modelled resources, in model order
-Move: TypeAlias = tuple[Shape, Shape, int]  # n nodes: free before, after
+# n nodes: free before, after (None: no such node before, or after)
+Move: TypeAlias = tuple[Shape | None, Shape | None, int]
 
 
 def per_node(free: Shape, need: Shape) -> int:
@@ -35,19 +36,16 @@ def room(nodes: Mapping[Shape, int], shape: Shape) -> tuple[int, int]:
     return pods, count
 
 
-def carried(rooms: Mapping[Shape, tuple[int, int]], moved: Sequence[Move]) -> dict:
-    """``room`` per shape of ``rooms`` after the nodes of ``moved`` changed their free amount."""
-    found: dict[Shape, tuple[int, int]] = {}
-    for shape, (pods, count) in rooms.items():
-        for before, after, n in moved:
-            if per := per_node(before, shape):
-                pods -= n * per
-                count -= n
-            if per := per_node(after, shape):
-                pods += n * per
-                count += n
-        found[shape] = (pods, count)
-    return found
+def carried(pods: int, count: int, moved: Sequence[Move], shape: Shape) -> tuple[int, int]:
+    """``room`` of ``shape``, (pods, count) before the nodes of ``moved`` changed, after."""
+    for before, after, n in moved:
+        if before is not None and (per := per_node(before, shape)):
+            pods -= n * per
+            count -= n
+        if after is not None and (per := per_node(after, shape)):
+            pods += n * per
+            count += n
+    return pods, count
 
 
 def place(
