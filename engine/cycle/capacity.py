@@ -20,6 +20,7 @@ counts until either changes.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -215,8 +216,8 @@ class ClusterState:
         if left is None:
             return None
         group, missing = left
-        shape_text = vectors.describe_vec(
-            {r: group.requests[r] for r in self.model if r in group.requests}
+        shape_text = _shape_text(
+            tuple([(r, group.requests[r]) for r in self.model if r in group.requests])
         )
         return Misfit(
             {},
@@ -427,3 +428,8 @@ class ClusterState:
     ) -> tuple[dict[tuple[int, ...], int], tuple[PodGroup, int] | None]:
         """``nodes.place`` of the groups, each with its shape."""
         return nodes_of.place(nodes, [(self._shape(g.requests), g) for g in groups], moved)
+
+
+@functools.lru_cache(maxsize=4096)  # a pure function of the amounts: safe to share
+def _shape_text(amounts: tuple[tuple[str, int], ...]) -> str:
+    return vectors.describe_vec(dict(amounts))

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -15,7 +16,7 @@ from engine.policy.policyset import PolicySet
 from engine.workloads.model import Workload
 
 if TYPE_CHECKING:
-    from engine.cycle.jobs import Mapped, PendingJob
+    from engine.cycle.jobs import AdmittedJob, Mapped, PendingJob
 
 T = TypeVar("T")
 
@@ -27,6 +28,8 @@ class JobCache:
     kept per binding and PriorityClass value, and used while the binding and workload are the
     very (immutable) objects they were built from. Pending jobs, evaluators and placement
     state are kept for the latest policy version only.
+
+    Admitted jobs are kept the same way, with the ``now`` they were read at (``admitted``).
 
     A warm cycle reads most pending jobs through ``kept``: while the snapshot's workloads and
     PriorityClasses are the very objects a job was last read from, nothing it depends on
@@ -51,6 +54,8 @@ class JobCache:
             {},
         )
         self._placement: dict[str, Any] = {}
+        # id(binding) → (admitted job, its workload, policy version, PriorityClass value, now)
+        self._admitted: dict[int, tuple[AdmittedJob, Workload, str, int, dt.datetime]] = {}
 
     def evaluators(self, policies: PolicySet) -> tuple[MemoEvaluator, MemoEvaluator]:
         found = self._evaluators.get(policies.version)
@@ -116,6 +121,41 @@ class JobCache:
         if source[0] is not self._quick_source[0] or source[1] is not self._quick_source[1]:
             self._quick, self._quick_source = {}, source
         self._quick[key] = job
+
+    def admitted(
+        self,
+        binding: BindingView,
+        workload: Workload,
+        version: str,
+        priority_value: int,
+        now: dt.datetime,
+    ) -> AdmittedJob | None:
+        """The admitted job kept for exactly these objects and values, if ``now`` cannot have
+        changed it: the same ``now``, or a later one when no cluster was still in flight (a
+        reservation only ends, by the job showing up or by its TTL)."""
+        kept = self._admitted.get(id(binding))
+        if kept is None:
+            return None
+        job, kept_workload, kept_version, kept_value, kept_now = kept
+        if (
+            job.binding is not binding
+            or kept_workload is not workload
+            or (kept_version, kept_value) != (version, priority_value)
+        ):
+            return None
+        return job if now == kept_now or (not job.in_flight and now > kept_now) else None
+
+    def keep_admitted(
+        self,
+        job: AdmittedJob,
+        workload: Workload,
+        version: str,
+        priority_value: int,
+        now: dt.datetime,
+    ) -> None:
+        if len(self._admitted) >= self.max_entries:
+            self._admitted = {}
+        self._admitted[id(job.binding)] = (job, workload, version, priority_value, now)
 
     def priority_value(self, snapshot: Snapshot, name: str | None) -> int | None:
         """``snapshot.priority_value(name)``, remembered while the snapshot's tuple of

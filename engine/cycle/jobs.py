@@ -215,6 +215,10 @@ def read_job(
         snapshot, workload.priority_class_name if workload else None
     )
     admitted = _is_admitted(binding)
+    if admitted and workload is not None and priority_value is not None:
+        held = cache.admitted(binding, workload, policies.version, priority_value, now)
+        if held is not None:
+            return held
     backoff = None if admitted else binding.annotations.get(ann.BACKOFF_UNTIL)
     until = ann.parse_time(backoff) if backoff else None
     waits = until is not None and until > now
@@ -234,7 +238,10 @@ def read_job(
         if workload is None or mapped is None or len(binding.finished) >= len(binding.clusters):
             return None
         ttl = dt.timedelta(seconds=policies.scheduling.requeue.startup_timeout)
-        return _admitted(binding, workload, mapped, now, ttl)
+        held = _admitted(binding, workload, mapped, now, ttl)
+        if priority_value is not None:
+            cache.keep_admitted(held, workload, policies.version, priority_value, now)
+        return held
     if until is not None and waits:
         return Backoff(binding, mapped, until)
     job = _pending(snapshot, policies, binding, workload, mapped, values)

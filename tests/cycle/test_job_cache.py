@@ -282,3 +282,42 @@ def test_float_total_is_the_exact_total_as_floats(roles: list[tuple[int, dict[st
 def test_float_total_of_the_builders_jobs(spec: dict[str, Any]) -> None:
     _, workload = builders.job(spec)
     assert float_total(workload) == workload.total.to_floats()
+
+
+# --- admitted jobs -------------------------------------------------------------------------------
+RUNNING: dict[str, Any] = {
+    "clusters": SCENARIO["clusters"],
+    "jobs": [
+        {"name": "run", "queue": "q", "pods": 2, "pod": GPU, "admitted": "east", "at": 1},
+        {"name": "fly", "queue": "q", "pods": 3, "pod": GPU, "admitted": "west", "inFlight": True},
+        *SCENARIO["jobs"],
+    ],
+}
+
+
+def test_admitted_jobs_are_kept_until_now_could_change_them(tmp_path: Path) -> None:
+    """A running job is kept at any later time; one in flight (admitted a minute before NOW,
+    not yet applied) only at the same time, since its reservation ends with the TTL (10m)."""
+    policy, snap, cache = policies(tmp_path), builders.snapshot(RUNNING), JobCache()
+    first, _ = warm_equals_cold(snap, policy, cache)
+    same, _ = warm_equals_cold(snap, policy, cache)
+    later = NOW + dt.timedelta(minutes=15)
+    past_ttl, _ = warm_equals_cold(snap, policy, cache, later)  # decides as a cold cycle
+    held = {j.ref: j for j in first.admitted}
+    assert {j.ref for j in held.values() if j.in_flight} == {"team/fly-pytorchjob"}
+    assert all(j is held[j.ref] for j in same.admitted)
+    for job in past_ttl.admitted:
+        assert (job is held[job.ref]) == (job.ref == "team/run-pytorchjob")
+        assert not job.in_flight  # the reservation on west ended
+
+
+def test_a_replaced_admitted_binding_is_read_again(tmp_path: Path) -> None:
+    policy, snap, cache = policies(tmp_path), builders.snapshot(RUNNING), JobCache()
+    first, _ = warm_equals_cold(snap, policy, cache)
+    moved = replace_binding(snap, "run", clusters=(("west", 2),))
+    second, _ = warm_equals_cold(moved, policy, cache)
+    held = {j.ref: j for j in first.admitted}
+    for job in second.admitted:
+        assert (job is held[job.ref]) == (job.ref != "team/run-pytorchjob")
+    usage = {j.ref: dict(j.usage) for j in second.admitted}["team/run-pytorchjob"]
+    assert usage == {"west": {"nvidia.com/gpu": 16000, "cpu": 16000, "pods": 2000}}
