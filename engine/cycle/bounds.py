@@ -1,8 +1,8 @@
-"""Bounds that rule preemption searches out or narrow them, counted without changing any
-state: the fewest victims whose amounts could cover what is missing (by totals, by the room
-each pod group lacks on the nodes, by quota), the victims that could make room alone, whether a
-search trying candidates in order could clear a quota shortfall, and whether all candidates
-together would make room."""
+"""Checks that rule preemption searches out or narrow them, without changing any state: the
+fewest victims whose amounts could cover what is missing (by totals, by the room each pod
+group lacks on the nodes, by quota), the victims that could make room alone, whether a search
+trying candidates in order could clear a quota shortfall, whether all candidates together
+would make room, and the totals half of a fit check."""
 
 from __future__ import annotations
 
@@ -129,7 +129,7 @@ def fewest_merged(
         if need <= 0:
             continue
         lists = amounts.get(r, ())
-        if sum(sum(amounts) for amounts in lists) < need:
+        if sum(sum(one) for one in lists) < need:
             return None
         got = count = 0
         for amount in heapq.merge(*lists, reverse=True):

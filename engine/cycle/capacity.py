@@ -14,8 +14,9 @@ own edit of ``free`` when it nominates a preemptor, ``retake``), except that a "
 decided by the totals or the room per pod shape survives ``place`` (placing only takes room
 away; the greedy layout of several pod groups is not monotone, so such a "no" is found again).
 What the nodes hold per pod shape is counted once and, when asked again, brought through the
-node changes logged since (``place``, ``release``, ``retake``). A ``copy`` shares answers and
-counts until either changes.
+node changes logged since (``place``, ``release``, ``retake``), or counted anew when that is
+less work; the log starts over past ``KEPT_MOVES`` changes. A ``copy`` shares answers and counts
+until either changes.
 """
 
 from __future__ import annotations

@@ -56,6 +56,7 @@ class JobCache:
         self._placement: dict[str, Any] = {}
         # id(binding) → (admitted job, its workload, policy version, PriorityClass value, now)
         self._admitted: dict[int, tuple[AdmittedJob, Workload, str, int, dt.datetime]] = {}
+        self._admitted_version: str | None = None
 
     def evaluators(self, policies: PolicySet) -> tuple[MemoEvaluator, MemoEvaluator]:
         found = self._evaluators.get(policies.version)
@@ -153,8 +154,9 @@ class JobCache:
         priority_value: int,
         now: dt.datetime,
     ) -> None:
-        if len(self._admitted) >= self.max_entries:
-            self._admitted = {}
+        if len(self._admitted) >= self.max_entries or version != self._admitted_version:
+            self._admitted = {}  # bounded, and for the latest policy version only
+            self._admitted_version = version
         self._admitted[id(job.binding)] = (job, workload, version, priority_value, now)
 
     def priority_value(self, snapshot: Snapshot, name: str | None) -> int | None:

@@ -1,6 +1,7 @@
 """Arithmetic on groups of identical nodes (free amounts of the modelled resources → how
 many such nodes): how many pods of a shape they hold, the best-fit layout of pod groups onto
-them, and carrying the room per shape through the nodes a layout changed."""
+them, and bringing a count of that room through node changes (a layout, or pods given back
+or taken again as nodes of their own)."""
 
 from __future__ import annotations
 

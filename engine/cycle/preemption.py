@@ -18,8 +18,8 @@ whose amounts could cover what is missing, by totals and by the pods of each gro
 lack room for), at most ``EXAMINED`` of them; a cluster whose bound exceeds the fewest victims
 found so far is not tried, nor one where no victims could rank before the best found (too few
 of them, or none of low enough priority). The cluster needing the fewest victims wins, then the
-one whose victims have the lowest priorities, then the first by name. The quota side gives up
-after trying ``TRIED`` candidates.
+one whose victims have the lowest priorities, then the first by name. The quota side is tried
+once, before any cluster, and gives up after ``TRIED`` candidates.
 Nothing is preempted unless the job then fits, and never more than ``MOST_VICTIMS`` jobs for
 one (an over-committed queue could otherwise evict hundreds of jobs to admit one small job).
 Jobs admitted in this cycle are never victims,
@@ -235,7 +235,7 @@ class Search:
     def lower_bound(self, cluster: ClusterState) -> int | None:
         """The fewest victims that could make the job fit quota and ``cluster``, by totals and
         by the room of each pod group on the nodes; None when even all of them could not. At
-        least one: the job does not fit now (its quota is short, or no candidate has room)."""
+        least one: the job does not fit now (its quota is short, or the cluster lacks room)."""
         free = cluster.free
         missing = {r: v - free.get(r, 0) for r, v in self.job.demand.items() if v > free.get(r, 0)}
         bound = 0
@@ -266,9 +266,11 @@ class Search:
             pool = list(near) + self.quota_candidates()
         elif bound == 1:
             pool = alone(cluster, near, self.job, self.index, self.eligible)
+            if not pool:  # no one victim does: at least two, from all of them
+                bound, pool = 2, near
         lowest = min((v.mapped.priority for v in pool), default=None)
-        if lowest is None:  # no solution here has as few as ``bound`` victims
-            return (bound + 1, 0, 0, "")
+        if lowest is None:  # no candidates at all: no solution here
+            return (MOST_VICTIMS + 1, 0, 0, "")
         return (bound, lowest, bound * lowest, cluster.name)
 
     # --- the search on one cluster -------------------------------------------------------------

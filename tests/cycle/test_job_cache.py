@@ -321,3 +321,13 @@ def test_a_replaced_admitted_binding_is_read_again(tmp_path: Path) -> None:
         assert (job is held[job.ref]) == (job.ref != "team/run-pytorchjob")
     usage = {j.ref: dict(j.usage) for j in second.admitted}["team/run-pytorchjob"]
     assert usage == {"west": {"nvidia.com/gpu": 16000, "cpu": 16000, "pods": 2000}}
+
+
+def test_admitted_jobs_are_read_again_under_a_new_policy_version(tmp_path: Path) -> None:
+    same, other = policies(tmp_path), policies(tmp_path, "!=")
+    snap, cache = builders.snapshot(RUNNING), JobCache()
+    first, _ = warm_equals_cold(snap, same, cache)
+    second, _ = warm_equals_cold(snap, other, cache)
+    third, _ = warm_equals_cold(snap, other, cache)
+    assert not any(j is k for j, k in zip(first.admitted, second.admitted, strict=True))
+    assert all(j is k for j, k in zip(second.admitted, third.admitted, strict=True))

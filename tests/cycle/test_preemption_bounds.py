@@ -171,7 +171,7 @@ def quota_policies(tmp_path_factory: pytest.TempPathFactory) -> dict[int | None,
 @st.composite
 def small_fleets(draw: st.DrawFn) -> dict[str, Any]:
     """2–4 clusters of 1–2 8-GPU nodes, each node (nearly) filled by jobs of q of priority
-    0–3, and "urgent" (priority 10, 1–2 pods of 2–8 GPUs) pending in q."""
+    -3–3, and "urgent" (priority 10, 1–2 pods of 2–8 GPUs) pending in q."""
     clusters, jobs = [], []
     for c in range(draw(st.integers(2, 4))):
         name, nodes = f"c{c}", draw(st.integers(1, 2))
@@ -184,7 +184,7 @@ def small_fleets(draw: st.DrawFn) -> dict[str, Any]:
                 left -= gpus * pods
                 jobs.append(
                     {"name": f"run{len(jobs)}", "queue": "q", "at": len(jobs), "admitted": name}
-                    | {"priority": draw(st.integers(0, 3)), "pods": pods, "pod": {GPU: gpus}}
+                    | {"priority": draw(st.integers(-3, 3)), "pods": pods, "pod": {GPU: gpus}}
                 )
     urgent = {"name": "urgent", "queue": "q", "priority": 10, "at": 60}
     urgent |= {"pods": draw(st.integers(1, 2)), "pod": {GPU: draw(st.sampled_from([2, 4, 8]))}}
@@ -207,8 +207,28 @@ def whole_nodes(pods: int, *placed: tuple[str, int, tuple[int, ...]]) -> dict[st
     return {"clusters": clusters, "jobs": [*jobs, urgent | {"pod": {GPU: 8}}]}
 
 
+def halves(priority: int, *clusters: str) -> dict[str, Any]:
+    """Clusters without resource models (totals only), each full with two jobs of q of
+    ``priority``: one holds the GPUs, one the CPUs. "urgent" needs some of both, so two
+    victims on one cluster, and no single one, make room; later clusters get lower
+    priorities (negative: the default priority is the PriorityClass value, which can be)."""
+    node = {GPU: 8, "cpu": 64}
+    jobs = []
+    for i, c in enumerate(clusters):
+        for name, pod in (("gpus", {GPU: 8, "cpu": 1}), ("cpus", {"cpu": 63})):
+            jobs.append(
+                {"name": f"{name}-{c}", "queue": "q", "priority": priority - 5 * i}
+                | {"admitted": c, "pod": pod, "at": len(jobs)}
+            )
+    urgent = {"name": "urgent", "queue": "q", "priority": 10, "at": 60, "pod": {GPU: 8, "cpu": 8}}
+    clusters_ = [{"name": c, "nodes": 1, "node": node, "models": False} for c in clusters]
+    return {"clusters": clusters_, "jobs": [*jobs, urgent]}
+
+
 # each won by a cluster tried after a first best (see the test below)
 EXAMPLES = {
+    # two victims on each cluster, c1's of lower (negative) priority, none of them enough alone
+    "negative": {"scenario": halves(-5, "c0", "c1"), "most": None},
     # c1's lone victim frees exactly the node the job lacks, with a lower priority (``alone``)
     "alone": {"scenario": whole_nodes(1, ("c0", 1, (2,)), ("c1", 1, (1,))), "most": None},
     # two victims a cluster, none of them enough alone
@@ -226,6 +246,7 @@ EXAMPLES = {
 @example(**EXAMPLES["alone"])
 @example(**EXAMPLES["pairs"])
 @example(**EXAMPLES["quota"])
+@example(**EXAMPLES["negative"])
 def test_skipping_clusters_that_cannot_rank_first_never_changes_the_victims(
     scenario: dict[str, Any], most: int | None, quota_policies: dict[int | None, PolicySet]
 ) -> None:
@@ -241,6 +262,7 @@ def test_skipping_clusters_that_cannot_rank_first_never_changes_the_victims(
         ("alone", "c1", {"on-c1-0"}),
         ("pairs", "c1", {"on-c1-0", "on-c1-1"}),
         ("quota", "c1", {"on-c2-0"}),
+        ("negative", "c1", {"gpus-c1", "cpus-c1"}),
     ],
 )
 def test_the_examples_are_won_by_a_cluster_tried_after_the_first_best(
