@@ -82,17 +82,29 @@ def alone(
     ]
 
 
-def could_clear(short: Mapping[str, int], candidates: Sequence[AdmittedJob], tried: int) -> bool:
+def could_clear(
+    short: Mapping[str, int],
+    candidates: Sequence[AdmittedJob],
+    tried: int,
+    most: Mapping[str, Mapping[str, int]] | None = None,
+) -> bool:
     """Whether, for each resource of ``short``, the first ``tried`` candidates holding it hold
-    that much of it: taking a victim lowers a shortfall by at most its demand, so a search
-    that tries candidates in this order, each while it holds something still short, cannot
-    clear it otherwise."""
+    that much of it, counting no more from a queue than ``most`` (queue → resource → the most
+    taking its jobs may free) allows: taking a victim lowers a shortfall by at most its
+    demand, so a search that tries candidates in this order, each while it holds something
+    still short, cannot clear it otherwise."""
     for r, need in short.items():
         got = count = 0
+        taken: dict[str, int] = {}
         for victim in candidates:
             if amount := victim.demand.get(r, 0):
-                got += amount
                 count += 1
+                queue = victim.mapped.queue if most is not None else ""
+                cap = most.get(queue, {}).get(r) if most is not None else None
+                if cap is not None:
+                    amount = min(amount, cap - taken.get(queue, 0))
+                    taken[queue] = taken.get(queue, 0) + amount
+                got += amount
                 if got >= need or count >= tried:
                     break
         if got < need:

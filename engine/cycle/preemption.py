@@ -208,7 +208,8 @@ class Search:
         quota = self.quota
         candidates = [v for v in self.quota_candidates() if quota.node(v.mapped.queue)]
         # while a resource is short, every candidate holding it is tried
-        if not could_clear(self.short, candidates, TRIED):
+        most = {node.name: most for node, _, most in self.pool().queues}
+        if not could_clear(self.short, candidates, TRIED, most):
             return False
         taking = Taking(quota, self.job, self.leaf, self.owners, self.short)
         tried = 0

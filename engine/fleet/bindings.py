@@ -176,7 +176,8 @@ def is_finished(job_status: Any) -> bool:
     for condition in conditions if isinstance(conditions, list) else []:
         if (
             isinstance(condition, Mapping)
-            and condition.get("type") in TERMINAL_CONDITIONS
+            and isinstance(kind := condition.get("type"), str)  # a list here is not hashable
+            and kind in TERMINAL_CONDITIONS
             and condition.get("status") == "True"
         ):
             return True

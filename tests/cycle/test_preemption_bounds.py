@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
@@ -281,10 +282,12 @@ def test_the_examples_are_won_by_a_cluster_tried_after_the_first_best(
 @dataclass(frozen=True, slots=True)
 class Held:
     demand: Mapping[str, int]
+    mapped: Any = None
 
 
-def candidates(*demands: Mapping[str, int]) -> Sequence[AdmittedJob]:
-    return cast(Sequence[AdmittedJob], [Held(d) for d in demands])
+def candidates(*demands: Mapping[str, int], queue: str = "q") -> Sequence[AdmittedJob]:
+    mapped = SimpleNamespace(queue=queue)
+    return cast(Sequence[AdmittedJob], [Held(d, mapped) for d in demands])
 
 
 def test_could_clear_counts_only_the_first_tried_candidates_holding_a_resource() -> None:
@@ -302,6 +305,18 @@ def test_could_clear_skips_candidates_that_hold_none_of_a_resource() -> None:
     assert could_clear({GPU: 4, "cpu": 2}, mixed, 2)
     assert not could_clear({GPU: 4}, mixed, 1)
     assert not could_clear({GPU: 1, "cpu": 8}, mixed, 10)  # 7 CPUs held in all
+
+
+def test_could_clear_counts_no_more_from_a_queue_than_taking_its_jobs_may_free() -> None:
+    """A reclaimed queue gives up no more than it has above its guarantee: past that, its
+    candidates count for nothing, though they still use up tries."""
+    borrower = candidates(*[{GPU: 4}] * 3, queue="borrower")
+    own = candidates({GPU: 4}, queue="q")
+    assert could_clear({GPU: 12}, borrower, 10)
+    assert not could_clear({GPU: 12}, borrower, 10, {"borrower": {GPU: 8}})
+    assert could_clear({GPU: 12}, [*borrower, *own], 10, {"borrower": {GPU: 8}})
+    assert not could_clear({GPU: 12}, [*borrower, *own], 3, {"borrower": {GPU: 8}})
+    assert not could_clear({GPU: 4}, borrower, 10, {"borrower": {GPU: 0}})  # at its guarantee
 
 
 def quota_scenario(tiny: int) -> dict[str, Any]:

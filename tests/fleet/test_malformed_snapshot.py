@@ -9,6 +9,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from engine.fleet.bindings import is_finished
 from engine.fleet.model import Snapshot
 from engine.fleet.snapshot import build_snapshot
 from tests.conftest import REPO
@@ -56,3 +57,10 @@ def test_one_mutated_object_leaves_the_others_loaded(data):
     clean = build(copy.deepcopy(SNAPSHOT))
     assert len(snapshot.clusters) >= len(clean.clusters) - 1
     assert len(snapshot.bindings) >= len(clean.bindings) - 1
+
+
+def test_a_member_job_condition_of_the_wrong_type_is_read_as_still_running() -> None:
+    """Found by the test above: an unhashable condition type in a member's job status."""
+    assert not is_finished({"conditions": [{"type": [], "status": "True"}]})
+    assert not is_finished({"conditions": [{"type": {"a": 1}, "status": "True"}]})
+    assert is_finished({"conditions": [{"type": "Complete", "status": "True"}]})
