@@ -280,10 +280,13 @@ class ClusterState:
 
     def _room(self, shape: tuple[int, ...]) -> int:
         """How many pods of ``shape`` (modelled resources) the nodes hold now."""
+        return self._room_entry(shape)[0]
+
+    def _room_entry(self, shape: tuple[int, ...]) -> tuple[int, int, int]:
         found = self._rooms.get(shape)
         if found is not None and found[2] == len(self._log):
-            return found[0]
-        return self._count_room(shape)[0]
+            return found
+        return self._count_room(shape)
 
     def _count_room(self, shape: tuple[int, ...]) -> tuple[int, int, int]:
         """(pods of ``shape`` the nodes hold, nodes with room for one, the length of ``_log``
@@ -337,11 +340,7 @@ class ClusterState:
     def nodes_with_room(self, requests: Mapping[str, int]) -> int:
         if self.nodes is None:
             return 0
-        need = self._shape(requests)
-        found = self._rooms.get(need)
-        if found is not None and found[2] == len(self._log):
-            return found[1]
-        return self._count_room(need)[1]
+        return self._room_entry(self._shape(requests))[1]
 
     def max_pods(self, requests: Mapping[str, int]) -> int:
         """How many pods of this shape fit now (for splitting a resizable job)."""

@@ -315,47 +315,45 @@ def test_a_greedy_no_for_several_pod_groups_is_asked_again_after_place() -> None
     assert state.misfit(job, need(job)) is None
 
 
-@settings(max_examples=300, deadline=None, database=None)
-@given(
-    nodes=st.dictionaries(
-        st.tuples(st.integers(0, 9), st.integers(0, 9)), st.integers(1, 4), min_size=1, max_size=6
-    ),
-    groups=st.lists(
-        st.tuples(st.integers(0, 4), st.integers(0, 4), st.integers(1, 6)), min_size=2, max_size=3
-    ),
+NODE_GROUPS = st.dictionaries(
+    st.tuples(st.integers(0, 9), st.integers(0, 9)), st.integers(1, 4), min_size=1, max_size=6
 )
+POD_GROUPS = st.lists(
+    st.tuples(st.integers(0, 4), st.integers(0, 4), st.integers(1, 6)), min_size=2, max_size=3
+)
+
+
+def two_resources(
+    nodes: dict[tuple[int, int], int], groups: list[tuple[int, int, int]]
+) -> tuple[ClusterState, Groups]:
+    """A state whose nodes are ``nodes`` over resources a and b, and a job of ``groups``."""
+    state = ClusterState(view(nodes=1))
+    state.model = ("a", "b")
+    state.nodes = dict(nodes)
+    return state, tuple(PodGroup({"a": a, "b": b, PODS: 1000}, n) for a, b, n in groups)
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(nodes=NODE_GROUPS, groups=POD_GROUPS)
 def test_room_for_all_is_a_yes_the_greedy_layout_gives_too(
     nodes: dict[tuple[int, int], int], groups: list[tuple[int, int, int]]
 ) -> None:
     """The cheap "yes" for several pod groups never disagrees with the greedy layout: when the
     nodes hold every pod counted at the largest request of any group, the layout places all."""
-    state = ClusterState(view(nodes=1))
-    state.model = ("a", "b")
-    state.nodes = dict(nodes)
-    job = tuple(PodGroup({"a": a, "b": b, PODS: 1000}, n) for a, b, n in groups)
+    state, job = two_resources(nodes, groups)
     if state._room_for_all(job):
         assert state._place_nodes(dict(nodes), job)[1] is None
 
 
 @settings(max_examples=300, deadline=None, database=None)
-@given(
-    nodes=st.dictionaries(
-        st.tuples(st.integers(0, 9), st.integers(0, 9)), st.integers(1, 4), min_size=1, max_size=6
-    ),
-    groups=st.lists(
-        st.tuples(st.integers(0, 4), st.integers(0, 4), st.integers(1, 6)), min_size=2, max_size=3
-    ),
-)
+@given(nodes=NODE_GROUPS, groups=POD_GROUPS)
 def test_what_several_pod_groups_leave_over_is_what_the_greedy_layout_leaves(
     nodes: dict[tuple[int, int], int], groups: list[tuple[int, int, int]]
 ) -> None:
     """The shortcuts of ``_unplaced_groups`` (the cheap "yes", and the first group laid out
     finding only the room it has alone) give the layout's own answer: the same group, the
     same pods left over."""
-    state = ClusterState(view(nodes=1))
-    state.model = ("a", "b")
-    state.nodes = dict(nodes)
-    job = tuple(PodGroup({"a": a, "b": b, PODS: 1000}, n) for a, b, n in groups)
+    state, job = two_resources(nodes, groups)
     found = state._unplaced_groups(job)
     expected = state._place_nodes(dict(nodes), job)[1]
     assert found == expected
