@@ -416,6 +416,3 @@ def choose(
             reclaim = frozenset(v.ref for v in chosen if v.mapped.queue in search.owners)
             best = (rank, Preemption(name, tuple(chosen), reclaim))
     return best[1] if best else None
-
-
-# --- helpers -----------------------------------------------------------------------------------
