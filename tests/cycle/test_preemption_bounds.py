@@ -56,6 +56,14 @@ GROUPS = st.lists(st.tuples(SHAPE, st.integers(1, 6)), min_size=1, max_size=3).m
 )
 
 
+def counted(nodes: Mapping[tuple[int, int], int], shape: tuple[int, int]) -> int:
+    """Pods of ``shape`` the nodes hold, counted node group by node group."""
+    return sum(
+        n * min(free // need for free, need in zip(f, shape, strict=True) if need)
+        for f, n in nodes.items()
+    )
+
+
 @settings(max_examples=200, deadline=None, database=None)
 @given(
     nodes=st.dictionaries(SHAPE, st.integers(1, 4), min_size=1, max_size=5),
@@ -68,24 +76,27 @@ def test_room_freed_is_the_room_a_release_gives_and_deficits_the_room_lacking(
     asked: list[tuple[int, int]],
 ) -> None:
     """On nodes of two modelled resources (free totals unbounded, so ``max_pods`` is the room
-    on the nodes), releasing pod groups adds ``room_freed`` pods of every shape asked."""
+    on the nodes), releasing pod groups adds ``room_freed`` pods of every shape asked; the
+    deficits and the room are checked against a count of the nodes themselves."""
     state = ClusterState(view(nodes=1))
     state.model, state.nodes = ("a", "b"), dict(nodes)
     state.free = dict.fromkeys(("a", "b", PODS), 10**9)
     short = [
         ((g.requests["a"], g.requests["b"]), g.count - room)
         for g in groups
-        if (g.requests["a"] or g.requests["b"]) and g.count > (room := state.max_pods(g.requests))
+        if (g.requests["a"] or g.requests["b"])
+        and g.count > (room := counted(nodes, (g.requests["a"], g.requests["b"])))
     ]
     assert state.node_deficits(groups) == short
     before = [state.max_pods(shaped(*s)) for s in asked]
+    assert before == [counted(nodes, s) for s in asked]
     freed = [state.room_freed(groups, s) for s in asked]
     for s, f in zip(asked, freed, strict=True):
         assert state.rooms_freed([groups, groups[:1]], s) == [f, state.room_freed(groups[:1], s)]
     state.release(groups)
-    assert [state.max_pods(shaped(*s)) for s in asked] == [
-        b + f for b, f in zip(before, freed, strict=True)
-    ]
+    after = [state.max_pods(shaped(*s)) for s in asked]
+    assert after == [b + f for b, f in zip(before, freed, strict=True)]
+    assert after == [counted(state.nodes, s) for s in asked]
     assert not state.node_deficits(groups)  # each pod's room came back as a node of its own
 
 
