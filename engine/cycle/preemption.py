@@ -125,13 +125,11 @@ class Search:
         if self._quota_candidates is None:
             quota, leaf, demand, short = self.quota, self.leaf, self.job.demand, self.short
             found: list[AdmittedJob] = []
-            with quota.trial():
-                for node, victims, most in self.pool().queues:
-                    quota.remove(node, most)
-                    after = quota.deficit(leaf, demand)
-                    quota.add(node, most)
-                    if any(after.get(r, 0) < v for r, v in short.items()):
-                        found += victims
+            for node, victims, most in self.pool().queues:
+                # the shortfall shrinks exactly when the room for a resource of it grows
+                after = quota.room_without(leaf, ((node, most),), short)
+                if any(after[r] > demand[r] - v for r, v in short.items()):
+                    found += victims
             self._quota_candidates = sorted(found, key=self.order)
         return self._quota_candidates
 
@@ -192,6 +190,10 @@ class Search:
         leaf, quota, demand = self.leaf, self.quota, self.job.demand
         if any(demand.get(r, 0) > quota.potential(leaf, r) for r in self.short):
             return True
+        if not self.owners:  # only its own queue's lower-priority jobs: are there enough?
+            held = self.index.below(leaf.name, self.job.mapped.priority)
+            if any(held.get(r, 0) < v for r, v in self.short.items()):
+                return True
         pool = self.pool()
         bound = self._quota_bound()
         if bound is None or bound > MOST_VICTIMS:

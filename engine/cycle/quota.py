@@ -138,16 +138,18 @@ class QuotaTree:
     def node(self, name: str) -> QuotaNode | None:
         return self.nodes.get(name) if name != ROOT else None
 
-    def available(self, node: QuotaNode, r: str) -> int:
+    def available(self, node: QuotaNode, r: str, drop: Mapping[str, int] | None = None) -> int:
+        """``drop``: queue name → how much less of ``r`` its usage would be (``room_without``)."""
+        usage = node.usage[r] - drop.get(node.name, 0) if drop else node.usage[r]
         if node.parent is None:
-            return node.subtree[r] - node.usage[r]
-        from_parent = self.available(node.parent, r)
+            return node.subtree[r] - usage
+        from_parent = self.available(node.parent, r, drop)
         limit = None if node.borrowing_limit is None else node.borrowing_limit.get(r)
         if limit is not None:
             stored = node.subtree[r] - node.guaranteed[r]
-            used = max(0, node.usage[r] - node.guaranteed[r])
+            used = max(0, usage - node.guaranteed[r])
             from_parent = min(stored - used + limit, from_parent)
-        return max(0, node.guaranteed[r] - node.usage[r]) + from_parent
+        return max(0, node.guaranteed[r] - usage) + from_parent
 
     def potential(self, node: QuotaNode, r: str) -> int:
         """The most ``node`` could use with every other queue idle (Kueue potentialAvailable).
@@ -237,15 +239,52 @@ class QuotaTree:
         """Per resource, the most ``leaf`` could take now: ``available``, and no more than the
         ``max`` of any queue on its path allows. Taking usage away from any queue never lowers
         it, and raises it by at most the amount taken."""
+        return {r: self._room(leaf, r, None, None) for r in resources}
+
+    def room_without(
+        self,
+        leaf: QuotaNode,
+        removed: Iterable[tuple[QuotaNode, Mapping[str, int]]],
+        resources: Iterable[str],
+    ) -> Vec:
+        """``room(leaf, resources)`` as it would be once each amount is ``remove``d from its
+        queue, without changing anything. A queue whose usage drops by d passes on to its
+        parent min(d, what it stores there), in whatever order the amounts are removed."""
+        removed = list(removed)
         out: Vec = {}
         for r in resources:
-            room = self.available(leaf, r)
-            for node in leaf.path:
-                cap = node.max.get(r)
-                if cap is not None:
-                    room = min(room, cap - node.total.get(r, 0))
-            out[r] = room
+            drop: dict[str, int] = {}
+            raw: dict[str, int] = {}
+            levels: dict[int, dict[str, QuotaNode]] = {}
+            for queue, amount in removed:
+                value = amount.get(r, 0)
+                for node in queue.up:
+                    raw[node.name] = raw.get(node.name, 0) + value
+                if value > 0:
+                    drop[queue.name] = drop.get(queue.name, 0) + value
+                    levels.setdefault(len(queue.up), {})[queue.name] = queue
+            for depth in range(max(levels, default=0), 0, -1):  # children before parents
+                for node in levels.get(depth, {}).values():
+                    parent = node.parent
+                    passed = min(drop[node.name], node.usage[r] - node.guaranteed[r])
+                    if parent is not None and passed > 0:
+                        drop[parent.name] = drop.get(parent.name, 0) + passed
+                        levels.setdefault(depth - 1, {})[parent.name] = parent
+            out[r] = self._room(leaf, r, drop, raw)
         return out
+
+    def _room(
+        self, leaf: QuotaNode, r: str, drop: Mapping[str, int] | None, raw: Mapping[str, int] | None
+    ) -> int:
+        """``room`` of one resource, with usage lower by ``drop`` and totals by ``raw`` (queue
+        name → amount) when given."""
+        room = self.available(leaf, r, drop)
+        for node in leaf.path:
+            cap = node.max.get(r)
+            if cap is not None:
+                used = node.total.get(r, 0) - (raw.get(node.name, 0) if raw else 0)
+                room = min(room, cap - used)
+        return room
 
     def headroom(self, leaf: QuotaNode, demand: Mapping[str, int]) -> Vec:
         """Per quota resource ``demand`` holds, ``room`` minus the demand (negative: that much

@@ -5,6 +5,7 @@ guarantee). The bounds computed from them are in ``bounds.py``."""
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -45,6 +46,9 @@ class VictimIndex:
             for name in victim.usage:
                 self.on_cluster.setdefault(name, []).append(victim)
         self.taken: set[str] = set()
+        self._taken_of: dict[str, list[AdmittedJob]] = {}  # queue → its victims taken
+        # queue → (its victims' priorities, in order; their demand summed over each prefix)
+        self._sums: dict[str, tuple[list[int], list[Vec]]] = {}
         # resources → (borrowing queues, [length of ``quota.touched`` seen, them frozen])
         self._borrowers: dict[tuple[str, ...], tuple[set[str], list]] = {}
         self._freeing: dict[tuple, tuple[tuple, list[AdmittedJob], Vec, dict]] = {}
@@ -53,7 +57,25 @@ class VictimIndex:
         self._alike_on: dict[str, list[tuple[Sequence[PodGroup], list[AdmittedJob]]]] = {}
 
     def take(self, victims: Iterable[AdmittedJob]) -> None:
-        self.taken.update(v.ref for v in victims)
+        for v in victims:
+            self.taken.add(v.ref)
+            self._taken_of.setdefault(v.mapped.queue, []).append(v)
+
+    def below(self, queue: str, priority: int) -> Vec:
+        """The summed demand of the victims of ``queue`` not taken yet whose priority is
+        below ``priority``: all that a job of that priority may preempt within its queue."""
+        sums = self._sums.get(queue)
+        if sums is None:
+            priorities, summed = [], [{}]
+            for v in self.by_queue.get(queue, ()):  # in victim order: priority ascending
+                priorities.append(v.mapped.priority)
+                summed.append(vectors.add(summed[-1], v.demand))
+            sums = self._sums[queue] = (priorities, summed)
+        found = dict(sums[1][bisect.bisect_left(sums[0], priority)])
+        for v in self._taken_of.get(queue, ()):
+            if v.mapped.priority < priority:
+                vectors.add_into(found, v.demand, -1)
+        return found
 
     def freeing(
         self, node: QuotaNode, short: tuple[str, ...], needs: tuple[str, ...] | None
@@ -301,10 +323,7 @@ def make_pool(search: Asking, short: tuple[str, ...]) -> Pool:
         queues.append((node, tuple(victims), most))
         for r in short:
             amounts[r].append(held[r])
-    with quota.trial():
-        update(quota, ((node, most) for node, _, most in queues), quota.remove)
-        room = quota.room(leaf, needs)
-        update(quota, ((node, most) for node, _, most in queues), quota.add)
+    room = quota.room_without(leaf, [(node, most) for node, _, most in queues], needs)
     return Pool(tuple(queues), room, {r: tuple(lists) for r, lists in amounts.items()})
 
 

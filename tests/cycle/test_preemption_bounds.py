@@ -10,10 +10,14 @@ what they rest on in capacity.py.
   never changes the victims ``choose`` picks.
 - The quota side tries at most ``TRIED`` candidates (``could_clear``): a shortfall only the
   ``TRIED + 1``-th candidate could clear leaves the job waiting for quota, nothing preempted.
+- What a queue's own lower-priority jobs hold (``VictimIndex.below``, which rules out a
+  within-queue search that could never cover its shortfall) is their demand summed, however
+  many were taken before.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +34,7 @@ from engine.cycle.capacity import ClusterState
 from engine.cycle.jobs import AdmittedJob, PodGroup
 from engine.cycle.preemption import EXAMINED, TRIED, Preemption
 from engine.cycle.reasons import Reason
+from engine.cycle.victims import VictimIndex
 from engine.policy.policyset import PolicySet
 from tests.cycle.test_capacity_cache import PODS, view
 from tests.cycle.test_preemption_limits import (
@@ -364,3 +369,46 @@ def test_a_quota_shortfall_only_a_candidate_past_tried_covers_waits(
     else:
         d = assert_waits(result, "urgent", {Reason.WAITING_FOR_QUOTA})
         assert d.message.startswith(f"queue q max {tiny + 448} cpu"), table(result)
+
+
+# --- 5. what a queue's lower-priority jobs hold -----------------------------------------------
+def indexed(queue: str, priority: int, demand: Mapping[str, int], i: int) -> AdmittedJob:
+    """An admitted job as the victim index reads it (``victim_order`` and the indexes)."""
+    return cast(
+        AdmittedJob,
+        SimpleNamespace(
+            ref=f"ns/v{i}",
+            mapped=SimpleNamespace(queue=queue, priority=priority),
+            admitted_at=dt.datetime(2026, 1, 1, tzinfo=dt.UTC) + dt.timedelta(seconds=i),
+            binding=SimpleNamespace(uid=f"u{i}"),
+            usage={"east": dict(demand)},
+            demand=dict(demand),
+        ),
+    )
+
+
+HELD = st.fixed_dictionaries({}, optional={GPU: st.integers(0, 8), "cpu": st.integers(0, 64)})
+
+
+@settings(max_examples=200, deadline=None, database=None)
+@given(
+    jobs=st.lists(st.tuples(st.sampled_from("qr"), st.integers(-3, 3), HELD), max_size=12),
+    rounds=st.lists(st.tuples(st.sets(st.integers(0, 11)), st.integers(-4, 4)), max_size=4),
+)
+def test_below_sums_the_queues_untaken_jobs_of_lower_priority(
+    jobs: list[tuple[str, int, dict[str, int]]], rounds: list[tuple[set[int], int]]
+) -> None:
+    victims = [indexed(q, p, held, i) for i, (q, p, held) in enumerate(jobs)]
+    index = VictimIndex(victims)
+    for taking, priority in rounds:
+        for name in "qr":
+            expected: dict[str, int] = {}
+            for v in victims:
+                mine = v.mapped.queue == name and v.mapped.priority < priority
+                if mine and v.ref not in index.taken:
+                    for r, amount in v.demand.items():
+                        expected[r] = expected.get(r, 0) + amount
+            found = index.below(name, priority)
+            assert {r: a for r, a in found.items() if a} == {r: a for r, a in expected.items() if a}
+        fresh = [i for i in taking if i < len(victims) and victims[i].ref not in index.taken]
+        index.take(victims[i] for i in fresh)

@@ -271,6 +271,28 @@ def test_removing_usage_never_lowers_room_and_raises_it_by_at_most_that_much(
                 assert 0 <= gained <= amount.get(r, 0), (name, amount, leaf, r, gained)
 
 
+@SETTINGS
+@given(case=cases(), data=st.data())
+def test_room_without_is_the_room_after_removing_and_changes_nothing(
+    case: Case, data: st.DataObject
+) -> None:
+    """``room_without`` of amounts added before, from any queues and several from one, is
+    every leaf's ``room`` once they are removed one by one, and leaves the tree as it was."""
+    tree = case.tree()
+    count = len(case.adds)
+    picked = sorted(data.draw(st.sets(st.integers(0, count - 1)), label="adds")) if count else []
+    removed = [(tree.nodes[case.adds[i][0]], case.adds[i][1]) for i in picked]
+    before, version = state(tree), tree.version
+    expected = case.tree()
+    for name, amount in (case.adds[i] for i in picked):
+        expected.remove(expected.nodes[name], amount)
+    resources = tree.resources
+    for leaf in case.leaves:
+        found = tree.room_without(tree.nodes[leaf], removed, resources)
+        assert found == expected.room(expected.nodes[leaf], resources), (leaf, picked)
+    assert state(tree) == before and tree.version == version
+
+
 # --- remove of a sum -----------------------------------------------------------------------------
 @SETTINGS
 @given(case=cases(), data=st.data())
