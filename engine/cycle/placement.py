@@ -80,6 +80,9 @@ class Placer:
         self._cluster_keys: dict[str, tuple[int, Any, Mapping[str, Any]]] = {}
         self._static = kept.static_for(tuple(state.view for state in clusters.values()))
         self._failures: dict[Any, PlaceResult] = {}
+        # per kind of job (as ``_failures``): its Candidates, and per cluster the score found
+        # at a state version (a function of the version, the job key and the demand)
+        self._scores: dict[Any, tuple[Candidates, dict[str, tuple[int, Any]]]] = {}
 
     # --- candidates ----------------------------------------------------------------------------
     def job_variables(self, job: PendingJob) -> dict[str, Any]:
@@ -205,13 +208,13 @@ class Placer:
         failed = self._failures.get(fail_key)
         if failed is not None:
             return failed
-        result = self._place(job, candidates, job_key, splittable)
+        result = self._place(job, candidates, job_key, splittable, fail_key)
         if result.reason is not None:
             self._failures[fail_key] = result
         return result
 
     def _place(
-        self, job: PendingJob, candidates: Candidates, job_key: Any, splittable: bool
+        self, job: PendingJob, candidates: Candidates, job_key: Any, splittable: bool, kind: Any
     ) -> PlaceResult:
         reasons = dict(candidates.reasons)
         if not candidates.names:
@@ -225,9 +228,20 @@ class Placer:
         fitting = [n for n in candidates.names if self.clusters[n].fits(pods, demand, key)]
         variables = self.job_variables(job)
         if fitting:
-            best = max(
-                fitting, key=lambda n: self._score(n, candidates, job_key, variables, demand)
-            )
+            kept = self._scores.get(kind)
+            if kept is None or kept[0] is not candidates:
+                kept = self._scores[kind] = (candidates, {})
+            scores = kept[1]
+
+            def score(name: str) -> Any:
+                version = self.clusters[name].version
+                found = scores.get(name)
+                if found is None or found[0] != version:
+                    found = (version, self._score(name, candidates, job_key, variables, demand))
+                    scores[name] = found
+                return found[1]
+
+            best = max(fitting, key=score)
             assignment = ((best, pods),)
             return PlaceResult(assignment, None, f"admitted to {best}")
         if splittable and len(pods) == 1:
