@@ -9,7 +9,8 @@ models only totals are checked.
 
 Caches (a cycle asks the same question of an unchanged cluster many times): the fit answer per
 pod signature (``pod_key``: each group's requests and count) is kept while ``version`` is the
-one it was found at; every change bumps ``version`` (``place``, ``release``, and the cycle's
+one it was found at (for a job of one pod shape, how many pods of that shape fit is kept too, so
+jobs of any count share it); every change bumps ``version`` (``place``, ``release``, and the cycle's
 own edit of ``free`` when it nominates a preemptor, ``retake``), except that a "does not fit"
 decided by the totals or the room per pod shape survives ``place`` (placing only takes room
 away; the greedy layout of several pod groups is not monotone, so such a "no" is found again).
@@ -22,44 +23,17 @@ until either changes.
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import TypeAlias
 
 from engine.cycle import nodes as nodes_of
 from engine.cycle import vectors
+from engine.cycle.answers import Answers, Misfit, PodKey
 from engine.cycle.jobs import PodGroup, pod_key
 from engine.cycle.nodes import Move
 from engine.cycle.vectors import Vec
 from engine.fleet.model import ClusterView
 
-
-@dataclass(frozen=True, slots=True)
-class Misfit:
-    short: Vec  # totals missing, per resource (empty when the totals fit)
-    node_pods: int  # pods that found no node with room (0 when the node shape fits)
-    message: str
-
-
-PodKey: TypeAlias = tuple[tuple[tuple[tuple[str, int], ...], int], ...]
 KEPT_MOVES = 512  # node changes logged for the room counts, per cluster state
-
-
-class _Answers:
-    """Fit answers found at one ``version`` of a state (and of its copies at that version)."""
-
-    __slots__ = ("firm", "fits", "misfits", "unplaced", "version")
-
-    def __init__(self, version: int) -> None:
-        self.version = version
-        self.fits: dict[PodKey, bool] = {}
-        self.misfits: dict[PodKey, Misfit | None] = {}
-        self.unplaced: dict[PodKey, tuple[PodGroup, int] | None] = {}  # several pod groups
-        # keys whose "does not fit" came from totals or room per shape, not from how the
-        # greedy placement of several pod groups happened to lay them out: placing more pods
-        # cannot change it
-        self.firm: set[PodKey] = set()
 
 
 class ClusterState:
@@ -86,7 +60,7 @@ class ClusterState:
         # free amounts of the modelled resources (in ``model`` order) → number of such nodes
         self.nodes: dict[tuple[int, ...], int] | None = None
         self.version = 0
-        self._answers = _Answers(0)
+        self._answers = Answers(0)
         # pod shape → (pods the nodes hold, nodes with room for one, length of ``_log`` then)
         self._rooms: dict[tuple[int, ...], tuple[int, int, int]] = {}
         self._log: list[Move] = []  # node changes since the counts began
@@ -98,20 +72,9 @@ class ClusterState:
         # id(requests) → (requests, their shape): kept with the requests, so ids stay theirs
         self._shapes: dict[int, tuple[Mapping[str, int], tuple[int, ...]]] = {}
         if view.resource_models and view.allocatable_modelings:
-            grades = {m.grade: m for m in view.resource_models}
-            first = min(grades)
-            self.model = tuple(sorted({r for m in view.resource_models for r in m.ranges}))
-            nodes: dict[tuple[int, ...], int] = {}
-            for grade, count in view.allocatable_modelings:
-                model = grades.get(grade)
-                if model is None or count <= 0:
-                    continue
-                floor = {
-                    r: 0 if grade == first else math.floor(lo * 1000)
-                    for r, (lo, _) in model.ranges.items()
-                }
-                shape = tuple(floor.get(r, 0) for r in self.model)
-                nodes[shape] = nodes.get(shape, 0) + count
+            self.model, nodes = nodes_of.from_models(
+                view.resource_models, view.allocatable_modelings
+            )
             self.nodes = nodes
             self._room_bounds = all(v >= 0 for shape in nodes for v in shape)
 
@@ -154,11 +117,41 @@ class ClusterState:
         answers = self._current()
         found = answers.fits.get(key)
         if found is None:
-            found, firm = self._fits(groups, need, key)
+            most = None
+            if len(groups) == 1:  # jobs of one pod shape and any count share one answer
+                shape = key[0][0]
+                if shape in answers.most:
+                    most = answers.most[shape]
+                else:
+                    most = answers.most[shape] = self._most(groups[0].requests)
+            if most is not None:
+                found, firm = groups[0].count <= most, True
+            else:
+                found, firm = self._fits(groups, need, key)
             answers.fits[key] = found
-            if firm:
+            if firm and not found:
                 answers.firm.add(key)
         return found
+
+    def _most(self, requests: Mapping[str, int]) -> int | None:
+        """How many pods with ``requests`` fit now, by totals and node shape: a group of them
+        fits exactly when its count is at most this (None for a negative request)."""
+        most = 1 << 62
+        free = self.free
+        for r, v in requests.items():
+            if v > 0:
+                n = free.get(r, 0) // v
+                if n < most:
+                    most = n
+            elif v < 0:
+                return None
+            elif free.get(r, 0) < 0:  # a zero request on an overdrawn resource: as _fits
+                most = -1
+        if self.nodes is not None:
+            shape = self._shape(requests)
+            if any(shape):
+                most = min(most, self._room(shape))
+        return most
 
     def misfit(
         self, groups: Sequence[PodGroup], need: Vec | None = None, key: PodKey | None = None
@@ -168,17 +161,16 @@ class ClusterState:
         if key is None:
             key = pod_key(groups)
         answers = self._current().misfits
-        try:
+        if key in answers:  # an answer may be None: looked up by key, not by get
             return answers[key]
-        except KeyError:
-            found = answers[key] = self._misfit(groups, need, key)
-            return found
+        found = answers[key] = self._misfit(groups, need, key)
+        return found
 
-    def _current(self) -> _Answers:
+    def _current(self) -> Answers:
         """The answers cached for this version (new ones when the state changed since)."""
         answers = self._answers
         if answers.version != self.version:
-            answers = self._answers = _Answers(self.version)
+            answers = self._answers = Answers(self.version)
         return answers
 
     def _fits(self, groups: Sequence[PodGroup], need: Vec, key: PodKey) -> tuple[bool, bool]:
@@ -204,15 +196,16 @@ class ClusterState:
         if need is None:
             need = vectors.total((g.requests, g.count) for g in groups)
         free = self.free
-        if any(v > free.get(r, 0) for r, v in need.items()):
-            short = vectors.shortfall(need, free)
-            r = min(short)
-            return Misfit(
-                short,
-                0,
-                f"needs {vectors.describe(r, need[r])} {r}, "
-                f"{vectors.describe(r, max(free.get(r, 0), 0))} free",
-            )
+        for r, v in need.items():  # a plain loop: faster than any() over a generator
+            if v > free.get(r, 0):
+                short = vectors.shortfall(need, free)
+                r = min(short)
+                return Misfit(
+                    short,
+                    0,
+                    f"needs {vectors.describe(r, need[r])} {r}, "
+                    f"{vectors.describe(r, max(free.get(r, 0), 0))} free",
+                )
         left = None if self.nodes is None else self._unplaced(groups, key)
         if left is None:
             return None
@@ -365,7 +358,7 @@ class ClusterState:
         self._logged(moved)
         # placing only takes room away: what firmly did not fit just before still does not
         if before.version == self.version - 1 and before.firm:
-            self._answers = _Answers(self.version)
+            self._answers = Answers(self.version)
             self._answers.fits = dict.fromkeys(before.firm, False)
             self._answers.firm = set(before.firm)
 

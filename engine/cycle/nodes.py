@@ -5,14 +5,38 @@ or taken again as nodes of their own)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import TypeAlias
 
 from engine.cycle.jobs import PodGroup
+from engine.fleet.model import ResourceModel
 
 Shape: TypeAlias = tuple[int, ...]  # amounts of the modelled resources, in model order
 # n nodes: free before, after (None: no such node before, or after)
 Move: TypeAlias = tuple[Shape | None, Shape | None, int]
+
+
+def from_models(
+    models: Sequence[ResourceModel], modelings: Sequence[tuple[int, int]]
+) -> tuple[tuple[str, ...], dict[Shape, int]]:
+    """(the modelled resources, in order; the nodes) of a cluster's resource models and
+    ``allocatableModelings``: each node of a grade has at least the grade's minimum free of
+    every modelled resource, the first grade's minimum being 0 (as Karmada documents)."""
+    grades = {m.grade: m for m in models}
+    first = min(grades)
+    names = tuple(sorted({r for m in models for r in m.ranges}))
+    nodes: dict[Shape, int] = {}
+    for grade, count in modelings:
+        model = grades.get(grade)
+        if model is None or count <= 0:
+            continue
+        floor = {
+            r: 0 if grade == first else math.floor(lo * 1000) for r, (lo, _) in model.ranges.items()
+        }
+        shape = tuple(floor.get(r, 0) for r in names)
+        nodes[shape] = nodes.get(shape, 0) + count
+    return names, nodes
 
 
 def per_node(free: Shape, need: Shape) -> int:

@@ -268,6 +268,33 @@ def test_answers_are_those_of_a_state_never_asked_before(
             assert answers(state, groups) == answers(fresh, groups)
 
 
+@settings(max_examples=100, deadline=None)
+@given(
+    nodes=st.integers(1, 4),
+    placed=st.lists(GROUP, max_size=3),
+    gpu=st.sampled_from([0, 1, 2, 3, 8]),
+    cpu=st.sampled_from([0, 4, 16, 64]),
+    taken=st.sampled_from([0, 3000, 70000]),
+)
+def test_jobs_of_one_pod_shape_and_any_count_share_an_answer(
+    nodes: int, placed: list[tuple[int, int, int]], gpu: int, cpu: int, taken: int
+) -> None:
+    """One pod shape asked with every count (largest first, then smallest first, so either
+    answer can be the one kept) gets what ``misfit`` places pod by pod finds, on a state
+    asked nothing before: the count that just fits, and one more, included. A zero request
+    of a resource overdrawn by the cycle's own edit of ``free`` fits nowhere, as the totals
+    say (0 needed > less than 0 free)."""
+    cluster = view(nodes=nodes)
+    steps: list[Change] = [("place", pods(g)) for g in placed] + [("take", CPU, taken)]
+    requests = {GPU: gpu * 1000, CPU: cpu * 1000, PODS: 1000}  # zeros kept, as asked
+    for counts in (range(20, 0, -1), range(1, 21)):
+        state = replayed(cluster, steps)
+        for count in counts:
+            job = (PodGroup(requests, count),)
+            fresh = replayed(cluster, steps)
+            assert state.fits(job, need(job)) == (fresh.misfit(job, need(job)) is None)
+
+
 def test_retake_undoes_a_release_on_a_trial_copy() -> None:
     """Preemption drops a victim by retaking its pods on a copy that only released: the copy
     is then the same state as one that never released them, and answers the same."""
