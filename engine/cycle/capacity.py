@@ -206,10 +206,19 @@ class ClusterState:
                     f"needs {vectors.describe(r, need[r])} {r}, "
                     f"{vectors.describe(r, max(free.get(r, 0), 0))} free",
                 )
-        left = None if self.nodes is None else self._unplaced(groups, key)
-        if left is None:
+        if self.nodes is None:
             return None
-        group, missing = left
+        if len(groups) == 1:  # as ``_unplaced``, with the count of nodes found on the way
+            group = groups[0]
+            missing, with_room = self._short_of_room(group)
+            if not missing:
+                return None
+        else:
+            left = self._unplaced(groups, key)
+            if left is None:
+                return None
+            group, missing = left
+            with_room = self.nodes_with_room(group.requests)
         shape_text = _shape_text(
             tuple([(r, group.requests[r]) for r in self.model if r in group.requests])
         )
@@ -217,20 +226,25 @@ class ClusterState:
             {},
             missing,
             f"{missing} of {group.count} pods needing {shape_text} find no node with room "
-            f"({self.nodes_with_room(group.requests)} such nodes free)",
+            f"({with_room} such nodes free)",
         )
+
+    def _short_of_room(self, group: PodGroup) -> tuple[int, int]:
+        """(pods of ``group`` that find no node with room, nodes with room for one): each
+        node takes what it can of one pod shape, independently."""
+        shape = self._shape(group.requests)
+        if not any(shape):
+            return 0, 0
+        room, with_room, _ = self._room_entry(shape)
+        return max(group.count - room, 0), with_room
 
     def _unplaced(self, groups: Sequence[PodGroup], key: PodKey) -> tuple[PodGroup, int] | None:
         """The first pod group that finds no node with room, with its pods left over (for
         several groups kept with the fit answers, so ``misfit`` after ``fits`` places once)."""
         assert self.nodes is not None
-        if len(groups) == 1:  # one pod shape: each node takes what it can, independently
-            group = groups[0]
-            shape = self._shape(group.requests)
-            if not any(shape):
-                return None
-            room = self._room(shape)
-            return None if room >= group.count else (group, group.count - room)
+        if len(groups) == 1:
+            missing = self._short_of_room(groups[0])[0]
+            return (groups[0], missing) if missing else None
         answers = self._current()
         if key not in answers.unplaced:
             answers.unplaced[key] = self._unplaced_groups(groups)

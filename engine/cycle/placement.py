@@ -80,9 +80,7 @@ class Placer:
         self._cluster_keys: dict[str, tuple[int, Any, Mapping[str, Any]]] = {}
         self._static = kept.static_for(tuple(state.view for state in clusters.values()))
         self._failures: dict[Any, PlaceResult] = {}
-        # per kind of job (as ``_failures``): its Candidates, and per cluster the score found
-        # at a state version (a function of the version, the job key and the demand)
-        self._scores: dict[Any, tuple[Candidates, dict[str, tuple[int, Any]]]] = {}
+        self._kinds: dict[Any, _Kind] = {}  # per kind of job (the key of ``_failures``)
 
     # --- candidates ----------------------------------------------------------------------------
     def job_variables(self, job: PendingJob) -> dict[str, Any]:
@@ -223,25 +221,32 @@ class Placer:
                 reason = Reason.NO_CLUSTER_FITS
             message = candidates.error or f"no cluster passes placement ({len(reasons)} checked)"
             return PlaceResult((), reason, message, _sorted(reasons))
-        pods, demand = job.pods, job.demand
+        pods, demand, names = job.pods, job.demand, candidates.names
         key = job.pod_key or pod_key(pods)  # the clusters' fit caches are keyed by it
-        fitting = [n for n in candidates.names if self.clusters[n].fits(pods, demand, key)]
+        kept = self._kinds.get(kind)
+        if kept is None or kept.candidates is not candidates:
+            kept = self._kinds[kind] = _Kind(candidates, [self.clusters[n] for n in names])
+        versions = [state.version for state in kept.states]
+        if versions != kept.versions:  # look again only where a cluster's state changed
+            for i, state in enumerate(kept.states):
+                if versions[i] != kept.versions[i]:
+                    kept.fits[i] = state.fits(pods, demand, key)
+                    kept.scores[i] = None
+            kept.versions = versions
+        fitting = [i for i, fits in enumerate(kept.fits) if fits]
         variables = self.job_variables(job)
         if fitting:
-            kept = self._scores.get(kind)
-            if kept is None or kept[0] is not candidates:
-                kept = self._scores[kind] = (candidates, {})
-            scores = kept[1]
+            scores = kept.scores
 
-            def score(name: str) -> Any:
-                version = self.clusters[name].version
-                found = scores.get(name)
-                if found is None or found[0] != version:
-                    found = (version, self._score(name, candidates, job_key, variables, demand))
-                    scores[name] = found
-                return found[1]
+            def score(i: int) -> Any:
+                found = scores[i]
+                if found is None:
+                    found = scores[i] = self._score(
+                        names[i], candidates, job_key, variables, demand
+                    )
+                return found
 
-            best = max(fitting, key=score)
+            best = names[max(fitting, key=score)]
             assignment = ((best, pods),)
             return PlaceResult(assignment, None, f"admitted to {best}")
         if splittable and len(pods) == 1:
@@ -326,6 +331,21 @@ class Placer:
         return tuple(
             (n, (PodGroup(group.requests, counts[n]),)) for n in order if counts.get(n, 0) > 0
         )
+
+
+class _Kind:
+    """What placing one kind of job found on its candidate clusters, each at the state
+    version it was found at: whether the job fits, and its score there (None: not yet).
+    Both are functions of the version and the kind (its candidates, pods and job key)."""
+
+    __slots__ = ("candidates", "fits", "scores", "states", "versions")
+
+    def __init__(self, candidates: Candidates, states: list[ClusterState]) -> None:
+        self.candidates = candidates
+        self.states = states
+        self.versions = [-1] * len(states)  # no state version is negative: all looked at
+        self.fits = [False] * len(states)
+        self.scores: list[Any] = [None] * len(states)
 
 
 def cluster_values(state: ClusterState) -> dict[str, Any]:
