@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo lint bench bench-cel bench-webhook clean
+.PHONY: test demo lint bench bench-cel bench-instructions bench-webhook clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -26,6 +26,10 @@ bench: $(STAMP)
 
 bench-cel: $(STAMP)
 	$(BIN)/python benchmarks/cel_runners.py
+
+bench-instructions: $(STAMP)
+	$(BIN)/python benchmarks/cycle_instructions.py --jobs 15000 --clusters 10 --queues 30
+	$(BIN)/python benchmarks/cycle_instructions.py --jobs 50000 --clusters 100 --queues 1000
 
 bench-webhook: $(STAMP)
 	$(BIN)/python benchmarks/webhook_load.py
