@@ -183,6 +183,14 @@ class Search:
                 within.append(v)
         return reclaim + within
 
+    def _nobody_on(self, cluster: str) -> bool:
+        """Whether surely no eligible victim runs on ``cluster`` (False: maybe one does).
+        With reclaim, by the queues that run jobs there: no full scan of them."""
+        if not self.owners:
+            return not self.near(cluster)  # the queue's own victims, indexed once
+        queues = self.index.queues_on(cluster)
+        return self.owners.isdisjoint(queues) and not (self.lower and self.leaf.name in queues)
+
     def hopeless(self) -> bool:
         """No set of victims could make the job fit its quota."""
         if not self.short:
@@ -241,14 +249,20 @@ class Search:
         least one: the job does not fit now (its quota is short, or the cluster lacks room)."""
         free = cluster.free
         missing = {r: v - free.get(r, 0) for r, v in self.job.demand.items() if v > free.get(r, 0)}
+        nobody = self._nobody_on(cluster.name)
         bound = 0
         if missing:
+            if nobody:
+                return None
             near = self.near(cluster.name)
             found = fewest(missing, [v.usage.get(cluster.name, {}) for v in near])
             if found is None:
                 return None
             bound = found
-        for_nodes = fewest_for_nodes(cluster, self.job, self.index, self.eligible)
+        if nobody:  # no victim to give the nodes room: the job fits their shape or never
+            for_nodes = None if cluster.node_deficits(self.job.pods) else 0
+        else:
+            for_nodes = fewest_for_nodes(cluster, self.job, self.index, self.eligible)
         if for_nodes is None:
             return None
         bound = max(bound, for_nodes, 1)

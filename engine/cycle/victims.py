@@ -54,7 +54,16 @@ class VictimIndex:
         self._freeing: dict[tuple, tuple[tuple, list[AdmittedJob], Vec, dict]] = {}
         self.pools: dict[tuple, tuple[tuple[int, int], Pool]] = {}  # kept by ``Search.pool``
         self._room_freers: dict[tuple[str, tuple[int, ...]], list] = {}
+        self._queues_on: dict[str, frozenset[str]] = {}
         self._alike_on: dict[str, list[tuple[Sequence[PodGroup], list[AdmittedJob]]]] = {}
+
+    def queues_on(self, cluster: str) -> frozenset[str]:
+        """The queues with victims running on ``cluster`` (taken ones included)."""
+        found = self._queues_on.get(cluster)
+        if found is None:
+            found = frozenset(v.mapped.queue for v in self.on_cluster.get(cluster, ()))
+            self._queues_on[cluster] = found
+        return found
 
     def take(self, victims: Iterable[AdmittedJob]) -> None:
         for v in victims:

@@ -13,6 +13,9 @@ what they rest on in capacity.py.
 - What a queue's own lower-priority jobs hold (``VictimIndex.below``, which rules out a
   within-queue search that could never cover its shortfall) is their demand summed, however
   many were taken before.
+- A cluster where no victim may be taken gets no bound (it is not ranked) when the job lacks
+  room there, found from the queues that run jobs there; in a search that also reclaims, a
+  cluster where only the queue's own lower-priority jobs run still has them.
 """
 
 from __future__ import annotations
@@ -31,11 +34,13 @@ from hypothesis import strategies as st
 from engine.cycle import preemption
 from engine.cycle.bounds import could_clear
 from engine.cycle.capacity import ClusterState
+from engine.cycle.cycle import Cycle
 from engine.cycle.jobs import AdmittedJob, PodGroup
 from engine.cycle.preemption import EXAMINED, TRIED, Preemption
 from engine.cycle.reasons import Reason
 from engine.cycle.victims import VictimIndex
 from engine.policy.policyset import PolicySet
+from tests.cycle import builders
 from tests.cycle.test_capacity_cache import PODS, view
 from tests.cycle.test_preemption_limits import (
     GPU,
@@ -412,3 +417,49 @@ def test_below_sums_the_queues_untaken_jobs_of_lower_priority(
             assert {r: a for r, a in found.items() if a} == {r: a for r, a in expected.items() if a}
         fresh = [i for i in taking if i < len(victims) and victims[i].ref not in index.taken]
         index.take(victims[i] for i in fresh)
+
+
+# --- 6. clusters where no victim may be taken --------------------------------------------------
+NOBODY_POLICIES = [
+    queue("a", guarantee={GPU: 16}, preemption={"reclaim": "Any", "withinQueue": "LowerPriority"}),
+    queue("b", guarantee={GPU: 4}),
+    queue("c", guarantee={GPU: 20}),
+]
+
+
+def test_no_bound_where_no_victim_may_be_taken_and_own_jobs_count_beside_reclaim(
+    tmp_path: Path,
+) -> None:
+    """a-urgent (8 GPUs on one node, within a's guarantee: a search that reclaims from b,
+    which borrows) fits no cluster now. On "east" only b's two 1-GPU jobs may be taken (b-big
+    would take b below its guarantee), too little room; on "frag" 8 GPUs are free, 4 a node,
+    held by c, which does not borrow: no victim, no bound. On "west", where no queue that
+    lends to a runs anything, a's own lower-priority a-low is taken."""
+    one_node = {GPU: 8, "cpu": 8}
+    jobs = [
+        {"name": "b-big", "queue": "b", "priority": 0, "pod": one_node, "admitted": "east"},
+        *(
+            {"name": f"b-small{i}", "queue": "b", "priority": 0, "pod": {GPU: 1, "cpu": 1}}
+            | {"admitted": "east", "at": 1 + i}
+            for i in range(2)
+        ),
+        {"name": "c-east", "queue": "c", "priority": 0, "pod": {GPU: 2, "cpu": 60}}
+        | {"admitted": "east"},
+        {"name": "c-frag", "queue": "c", "priority": 0, "pods": 2, "pod": {GPU: 4, "cpu": 60}}
+        | {"admitted": "frag"},
+        {"name": "a-low", "queue": "a", "priority": 1, "pod": one_node, "admitted": "west"},
+        {"name": "a-urgent", "queue": "a", "priority": 100, "pod": one_node, "at": 60},
+    ]
+    clusters = [{"name": n, "nodes": k, "node": NODE} for n, k in (("east", 2), ("frag", 2))]
+    scenario = {"clusters": [*clusters, {"name": "west", "nodes": 1, "node": NODE}], "jobs": jobs}
+    policies = load(NOBODY_POLICIES, tmp_path / "p")
+    assert_preempting(cycle(scenario, policies), "a-urgent", {ref("a-low")}, "west", 1)
+
+    state = Cycle(builders.snapshot(scenario), policies, builders.NOW)
+    job = next(j for j in state.pending if j.ref == ref("a-urgent"))
+    leaf, a = state.quota.nodes["a"], policies.queue("a")
+    assert a is not None
+    search = preemption.Search(job, leaf, a, state.quota, state.victims)
+    assert search.owners == {"b"}
+    assert search.lower_bound(state.clusters["west"]) == 1
+    assert search.lower_bound(state.clusters["frag"]) is None  # room in total, not on a node
