@@ -15,9 +15,8 @@ own edit of ``free`` when it nominates a preemptor, ``retake``), except that a "
 decided by the totals or the room per pod shape survives ``place`` (placing only takes room
 away; the greedy layout of several pod groups is not monotone, so such a "no" is found again).
 What the nodes hold per pod shape is counted once and, when asked again, brought through the
-node changes logged since (``place``, ``release``, ``retake``), or counted anew when that is
-less work; the log starts over past ``KEPT_MOVES`` changes. A ``copy`` shares answers and counts
-until either changes.
+node changes logged since (``place``, ``release``, ``retake``; ``nodes.RoomCounts``). A
+``copy`` shares answers and counts until either changes.
 """
 
 from __future__ import annotations
@@ -29,20 +28,17 @@ from engine.cycle import nodes as nodes_of
 from engine.cycle import vectors
 from engine.cycle.answers import Answers, Misfit, PodKey
 from engine.cycle.jobs import PodGroup, pod_key
-from engine.cycle.nodes import Move
+from engine.cycle.nodes import Move, RoomCounts
 from engine.cycle.vectors import Vec
 from engine.fleet.model import ClusterView
-
-KEPT_MOVES = 512  # node changes logged for the room counts, per cluster state
 
 
 class ClusterState:
     __slots__ = (
         "_answers",
-        "_log",
-        "_own_rooms",
+        "_counts",
+        "_own_counts",
         "_room_bounds",
-        "_rooms",
         "_shapes",
         "allocatable",
         "free",
@@ -61,10 +57,8 @@ class ClusterState:
         self.nodes: dict[tuple[int, ...], int] | None = None
         self.version = 0
         self._answers = Answers(0)
-        # pod shape → (pods the nodes hold, nodes with room for one, length of ``_log`` then)
-        self._rooms: dict[tuple[int, ...], tuple[int, int, int]] = {}
-        self._log: list[Move] = []  # node changes since the counts began
-        self._own_rooms = True  # False while a copy may share ``_rooms`` and ``_log``
+        self._counts = RoomCounts()  # what the nodes hold per pod shape
+        self._own_counts = True  # False while a copy may share ``_counts``
         # whether a group can never place more pods than ``_room`` says, however the nodes
         # fill: true unless a resource model's minimum is negative (no node has less than 0
         # free at first; placing and releasing keep it so)
@@ -90,8 +84,8 @@ class ClusterState:
         other.version, other._room_bounds = self.version, self._room_bounds
         # shared until either changes (both then start anew): the same state until then
         other._answers = self._answers
-        other._rooms, other._log = self._rooms, self._log
-        other._own_rooms = self._own_rooms = False
+        other._counts = self._counts
+        other._own_counts = self._own_counts = False
         other._shapes = self._shapes  # the same model
         return other
 
@@ -235,7 +229,7 @@ class ClusterState:
         shape = self._shape(group.requests)
         if not any(shape):
             return 0, 0
-        room, with_room, _ = self._room_entry(shape)
+        room, with_room, _ = self._counts.entry(self.nodes, shape)
         return max(group.count - room, 0), with_room
 
     def _unplaced(self, groups: Sequence[PodGroup], key: PodKey) -> tuple[PodGroup, int] | None:
@@ -287,27 +281,7 @@ class ClusterState:
 
     def _room(self, shape: tuple[int, ...]) -> int:
         """How many pods of ``shape`` (modelled resources) the nodes hold now."""
-        return self._room_entry(shape)[0]
-
-    def _room_entry(self, shape: tuple[int, ...]) -> tuple[int, int, int]:
-        found = self._rooms.get(shape)
-        if found is not None and found[2] == len(self._log):
-            return found
-        return self._count_room(shape)
-
-    def _count_room(self, shape: tuple[int, ...]) -> tuple[int, int, int]:
-        """(pods of ``shape`` the nodes hold, nodes with room for one, the length of ``_log``
-        they count): counted once, then brought through the node changes logged since when
-        asked again (counted anew when that is less work)."""
-        assert self.nodes is not None
-        log = self._log
-        found = self._rooms.get(shape)
-        if found is not None and len(log) - found[2] <= len(self.nodes):
-            pods, nodes = nodes_of.carried(found[0], found[1], log[found[2] :], shape)
-        else:
-            pods, nodes = nodes_of.room(self.nodes, shape)
-        found = self._rooms[shape] = (pods, nodes, len(log))
-        return found
+        return self._counts.entry(self.nodes, shape)[0]
 
     def node_deficits(self, groups: Sequence[PodGroup]) -> list[tuple[tuple[int, ...], int]]:
         """(pod shape, pods short) for each group whose pods the nodes lack room for even
@@ -347,7 +321,7 @@ class ClusterState:
     def nodes_with_room(self, requests: Mapping[str, int]) -> int:
         if self.nodes is None:
             return 0
-        return self._room_entry(self._shape(requests))[1]
+        return self._counts.entry(self.nodes, self._shape(requests))[1]
 
     def max_pods(self, requests: Mapping[str, int]) -> int:
         """How many pods of this shape fit now (for splitting a resizable job)."""
@@ -407,16 +381,11 @@ class ClusterState:
         self._logged(moved)
 
     def _logged(self, moved: Sequence[Move]) -> None:
-        """Log node changes for ``_count_room``: on a log and room counts of this state's own
-        (a copy shares them until either changes), both started anew past ``KEPT_MOVES``."""
-        if not moved:
-            return
-        if not self._own_rooms or len(self._log) >= KEPT_MOVES:
-            fresh = len(self._log) >= KEPT_MOVES
-            self._rooms = {} if fresh else dict(self._rooms)
-            self._log = [] if fresh else list(self._log)
-            self._own_rooms = True
-        self._log.extend(moved)
+        """Bring the room counts through node changes, on counts of this state's own (a copy
+        shares them until either changes)."""
+        if moved:
+            self._counts = self._counts.logged(moved, shared=not self._own_counts)
+            self._own_counts = True
 
     def _shape(self, requests: Mapping[str, int]) -> tuple[int, ...]:
         """The pod's requests of the modelled resources, in ``model`` order."""

@@ -19,7 +19,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable
 from typing import Any
 
-from engine.cycle import explain, preemption, vectors, victims
+from engine.cycle import explain, preemption, ranking, vectors, victims
 from engine.cycle.capacity import ClusterState
 from engine.cycle.jobs import AdmittedJob, JobCache, PendingJob, classify, pod_key, read_job
 from engine.cycle.model import CycleResult, Decision
@@ -220,7 +220,7 @@ class Cycle:
             self.no_victims.add(shape)
             return False
         self.searched.add(leaf.name)
-        chosen = preemption.choose(search, self.clusters, targets)
+        chosen = ranking.choose(search, self.clusters, targets)
         if chosen is None:
             self.no_victims.add(shape)
             return False

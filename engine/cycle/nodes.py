@@ -15,6 +15,7 @@ from engine.fleet.model import ResourceModel
 Shape: TypeAlias = tuple[int, ...]  # amounts of the modelled resources, in model order
 # n nodes: free before, after (None: no such node before, or after)
 Move: TypeAlias = tuple[Shape | None, Shape | None, int]
+KEPT_MOVES = 512  # node changes logged for room counts before they start over
 
 
 def from_models(
@@ -110,3 +111,49 @@ def place(
         if left:
             return nodes, (group, left)
     return nodes, None
+
+
+class RoomCounts:
+    """How many pods of each shape some nodes hold: counted once, then brought through the
+    node changes logged since when asked again (counted anew when that is less work). The log
+    starts over past ``KEPT_MOVES`` changes."""
+
+    __slots__ = ("counts", "log")
+
+    def __init__(
+        self,
+        counts: dict[Shape, tuple[int, int, int]] | None = None,
+        log: list[Move] | None = None,
+    ) -> None:
+        # pod shape → (pods the nodes hold, nodes with room for one, length of ``log`` then)
+        self.counts = {} if counts is None else counts
+        self.log = [] if log is None else log  # node changes since the counts began
+
+    def entry(self, nodes: Mapping[Shape, int] | None, shape: Shape) -> tuple[int, int, int]:
+        """(pods of ``shape`` ``nodes`` hold, nodes with room for one, the length of the log
+        they count); ``nodes`` are the ones the logged changes led to."""
+        assert nodes is not None
+        log = self.log
+        found = self.counts.get(shape)
+        if found is not None:
+            if found[2] == len(log):
+                return found
+            if len(log) - found[2] <= len(nodes):
+                pods, count = carried(found[0], found[1], log[found[2] :], shape)
+                found = self.counts[shape] = (pods, count, len(log))
+                return found
+        pods, count = room(nodes, shape)
+        found = self.counts[shape] = (pods, count, len(log))
+        return found
+
+    def logged(self, moved: Sequence[Move], shared: bool) -> RoomCounts:
+        """These counts with ``moved`` logged: these very ones unless ``shared`` (with a copy
+        of the state, which keeps them as they are) or the log is full."""
+        if len(self.log) >= KEPT_MOVES:
+            counts = RoomCounts()
+        elif shared:
+            counts = RoomCounts(dict(self.counts), list(self.log))
+        else:
+            counts = self
+        counts.log.extend(moved)
+        return counts

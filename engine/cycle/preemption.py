@@ -13,13 +13,10 @@ On a cluster the job may use, candidates are taken in that order while they free
 job still lacks: quota it is short of, or room on that cluster. When quota and the cluster both
 fit, each victim that is not needed after all is dropped again.
 
-Clusters are tried in order of a lower bound on the victims they need (the fewest candidates
-whose amounts could cover what is missing, by totals and by the pods of each group the nodes
-lack room for), at most ``EXAMINED`` of them; a cluster whose bound exceeds the fewest victims
-found so far is not tried, nor one where no victims could rank before the best found (too few
-of them, or none of low enough priority). The cluster needing the fewest victims wins, then the
-one whose victims have the lowest priorities, then the first by name. The quota side is tried
-once, before any cluster, and gives up after ``TRIED`` candidates.
+A ``Search`` holds one attempt's candidates, its bounds per cluster (``lower_bound``,
+``least_rank``) and the search on one cluster (``on_cluster``); ``ranking.choose`` picks the
+cluster. The quota side is tried once, before any cluster, and gives up after ``TRIED``
+candidates.
 Nothing is preempted unless the job then fits, and never more than ``MOST_VICTIMS`` jobs for
 one (an over-committed queue could otherwise evict hundreds of jobs to admit one small job).
 Jobs admitted in this cycle are never victims,
@@ -30,7 +27,6 @@ preempted (no A→B→A cycles).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 from engine.cycle.bounds import (
     alone,
@@ -47,16 +43,8 @@ from engine.cycle.quota import QuotaNode, QuotaTree
 from engine.cycle.victims import Pool, Taking, VictimIndex, make_pool, merged, put_back
 from engine.policy.model import Queue, ReclaimPolicy, WithinQueuePreemption
 
-EXAMINED = 8  # clusters given the full victim search in one preemption attempt
 MOST_VICTIMS = 100  # a job that would need more victims than this waits instead
 TRIED = 4 * MOST_VICTIMS  # candidates the quota side tries before it gives up
-
-
-@dataclass(frozen=True, slots=True)
-class Preemption:
-    cluster: str
-    victims: tuple[AdmittedJob, ...]
-    reclaim: frozenset[str]  # refs of victims taken by reclaim (the rest: lower priority)
 
 
 def allowed(queue: Queue) -> bool:
@@ -393,42 +381,3 @@ class Search:
                 quota.remove(*entry)
                 out[victim.ref] = entry
         return keep
-
-
-def choose(
-    search: Search, clusters: Mapping[str, ClusterState], targets: Sequence[str]
-) -> Preemption | None:
-    """The best (cluster, victims) that makes the job fit, or None (the caller has ruled out
-    a ``hopeless`` search)."""
-    if search.short and not search.quota_reachable():
-        return None
-    ranked: list[tuple[int, str]] = []
-    ones = 0  # clusters whose bound is the least there is: the first ``EXAMINED`` by name win
-    for name in sorted(targets):
-        bound = search.lower_bound(clusters[name])
-        if bound is not None and bound <= MOST_VICTIMS:
-            ranked.append((bound, name))
-            ones += bound == 1
-            if ones == EXAMINED:
-                break
-    ranked.sort()
-    best: tuple[tuple, Preemption] | None = None
-    for bound, name in ranked[:EXAMINED]:
-        if (best is not None and bound > best[0][0]) or search.quota_failed:
-            break
-        near = search.near(name)
-        if best is not None and search.least_rank(clusters[name], bound, near) >= best[0]:
-            continue  # no set of victims here could rank before the best one
-        chosen = search.on_cluster(clusters[name], near)
-        if not chosen:
-            continue
-        rank = (
-            len(chosen),
-            max(v.mapped.priority for v in chosen),
-            sum(v.mapped.priority for v in chosen),
-            name,
-        )
-        if best is None or rank < best[0]:
-            reclaim = frozenset(v.ref for v in chosen if v.mapped.queue in search.owners)
-            best = (rank, Preemption(name, tuple(chosen), reclaim))
-    return best[1] if best else None

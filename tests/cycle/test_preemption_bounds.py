@@ -31,12 +31,13 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from engine.cycle import preemption
+from engine.cycle import preemption, ranking
 from engine.cycle.bounds import could_clear
 from engine.cycle.capacity import ClusterState
 from engine.cycle.cycle import Cycle
 from engine.cycle.jobs import AdmittedJob, PodGroup
-from engine.cycle.preemption import EXAMINED, TRIED, Preemption
+from engine.cycle.preemption import TRIED
+from engine.cycle.ranking import EXAMINED, Preemption
 from engine.cycle.reasons import Reason
 from engine.cycle.victims import VictimIndex
 from engine.policy.policyset import PolicySet
@@ -163,7 +164,7 @@ Chosen = tuple[str, tuple[str, ...], frozenset[str]] | None
 def chosen(scenario: Mapping[str, Any], policies: PolicySet, prune: bool) -> list[Chosen]:
     """What each ``choose`` of one cycle returned (cluster, victims, reclaimed)."""
     found: list[Chosen] = []
-    choose = preemption.choose
+    choose = ranking.choose
 
     def recording(*args: Any) -> Preemption | None:
         p = choose(*args)
@@ -171,7 +172,7 @@ def chosen(scenario: Mapping[str, Any], policies: PolicySet, prune: bool) -> lis
         return p
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(preemption, "choose", recording)
+        mp.setattr(ranking, "choose", recording)
         if not prune:
             mp.setattr(preemption.Search, "least_rank", never_prunes)
         cycle(scenario, policies)
