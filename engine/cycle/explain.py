@@ -51,18 +51,18 @@ def for_job(
         else ()
     )
     return Decision(
-        binding=job.ref,
-        workload=job.workload_ref or workload_ref(job.binding, job.workload),
-        queue=mapped.queue,
-        tenant=mapped.tenant,
-        priority=mapped.priority,
-        action=_ACTIONS[reason],
-        reason=reason,
-        message=message,
-        clusters=clusters,
-        position=position,
-        cluster_reasons=tuple(cluster_reasons),
-        victims=tuple(v.ref for v in victims) if victims else (),
+        job.ref,
+        job.workload_ref or workload_ref(job.binding, job.workload),
+        mapped.queue,
+        mapped.tenant,
+        mapped.priority,
+        _ACTIONS[reason],
+        reason,
+        message,
+        clusters,
+        position,
+        tuple(cluster_reasons),
+        tuple(v.ref for v in victims) if victims else (),
     )
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from engine.annotations import format_time
 from engine.cycle import vectors
@@ -17,8 +17,10 @@ class ClusterAssignment:
     replicas: int  # pods placed on the cluster (the whole gang for a one-cluster job)
 
 
-@dataclass(frozen=True, slots=True)
-class Decision:
+class Decision(NamedTuple):
+    """What the cycle decided for one job, and why. A named tuple: immutable, and built
+    several times faster than a frozen dataclass (a cycle makes one per pending job)."""
+
     binding: str  # namespace/name of the ResourceBinding (name alone when cluster-scoped)
     workload: str  # Kind/namespace/name of the job template
     queue: str
@@ -34,22 +36,8 @@ class Decision:
     preemptor: str = ""  # the binding a Preempt decision makes room for
 
     def with_position(self, position: int) -> Decision:
-        """This decision with ``position``; as ``dataclasses.replace``, a few times faster."""
-        return Decision(
-            binding=self.binding,
-            workload=self.workload,
-            queue=self.queue,
-            tenant=self.tenant,
-            priority=self.priority,
-            action=self.action,
-            reason=self.reason,
-            message=self.message,
-            clusters=self.clusters,
-            position=position,
-            cluster_reasons=self.cluster_reasons,
-            victims=self.victims,
-            preemptor=self.preemptor,
-        )
+        """This decision with ``position`` (``_replace``, without its keyword handling)."""
+        return Decision(*self[:9], position, *self[10:])
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
