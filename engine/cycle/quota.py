@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from engine.cycle import vectors
 from engine.cycle.reasons import Reason
@@ -46,6 +47,7 @@ class QuotaNode:
     usage: Vec  # Kueue usage: a leaf's jobs; a parent's children's usage beyond their guaranteed
     total: Vec  # raw usage of every job in the subtree, all resources
     up: tuple[QuotaNode, ...] = ()  # ``path``, once the tree is linked
+    changes: int = 0  # how many times ``total`` or ``usage`` changed (only ever grows)
 
     @property
     def path(self) -> Sequence[QuotaNode]:
@@ -60,8 +62,7 @@ class QuotaNode:
         return tuple(found)
 
 
-@dataclass(frozen=True, slots=True)
-class QuotaMiss:
+class QuotaMiss(NamedTuple):  # a named tuple: faster to build than a frozen dataclass
     reason: Reason  # WAITING_FOR_QUOTA, or EXCEEDS_MAX_QUOTA when it can never fit
     message: str
     short: Vec  # per resource, how much is missing
@@ -111,6 +112,8 @@ class QuotaTree:
         self._potential: dict[tuple[str, str], int] = {}
         self.touched: list[str] = []  # the queue of every add and remove (not undone), in order
         self._checked: dict[tuple[str, tuple], tuple[int, QuotaMiss | None]] = {}
+        self.root = root
+        self._rooms: dict[str, tuple[int, Vec]] = {}  # leaf → (its stamp, ``room`` then)
 
     def _milli(self, amounts: Mapping, fill: bool = False) -> Vec:
         vec = vectors.capacity_milli(amounts)
@@ -170,14 +173,31 @@ class QuotaTree:
         return most
 
     def check(self, leaf: QuotaNode, demand: Mapping[str, int]) -> QuotaMiss | None:
-        """None when ``demand`` can be admitted into ``leaf`` now. The answer is kept while
-        the quota is unchanged (jobs of the same size often follow each other)."""
+        """None when ``demand`` can be admitted into ``leaf`` now.
+
+        A demand within ``room`` passes every test of ``_check``: room is at most ``available``
+        and each ``max`` minus its usage, which is never negative (nor are demands), so it is
+        within each ``max`` and ``potential`` too. Room is kept while the usage it reads is
+        unchanged: that of the queues on the leaf's path and of the root, counted by
+        ``changes`` (which only grow, so their sum is a new one after any change). A miss, with
+        its message, is kept per demand for as long."""
+        stamp = self.root.changes
+        for node in leaf.up:
+            stamp += node.changes
+        kept_room = self._rooms.get(leaf.name)
+        if kept_room is None or kept_room[0] != stamp:
+            kept_room = self._rooms[leaf.name] = (stamp, self.room(leaf, self.resources))
+        for r, most in kept_room[1].items():
+            if demand.get(r, 0) > most:
+                break
+        else:
+            return None
         key = (leaf.name, tuple(demand.items()))
         kept = self._checked.get(key)
-        if kept is not None and kept[0] == self.version:
+        if kept is not None and kept[0] == stamp:
             return kept[1]
         found = self._check(leaf, demand)
-        self._checked[key] = (self.version, found)
+        self._checked[key] = (stamp, found)
         return found
 
     def _check(self, leaf: QuotaNode, demand: Mapping[str, int]) -> QuotaMiss | None:
@@ -328,12 +348,15 @@ class QuotaTree:
         self.touched.append(leaf.name)
         for node in leaf.path:
             vectors.add_into(node.total, amount)
+            node.changes += 1
         for r in self.resources:
             value = amount.get(r, 0)
             node: QuotaNode | None = leaf
             while value > 0 and node is not None:
                 local = max(0, node.guaranteed[r] - node.usage[r])
                 node.usage[r] += value
+                if node.parent is None:  # the root: outside every path
+                    node.changes += 1
                 value = value - local if node.parent is not None else 0
                 node = node.parent
 
@@ -345,12 +368,15 @@ class QuotaTree:
         self.touched.append(leaf.name)
         for node in leaf.path:
             vectors.add_into(node.total, amount, -1)
+            node.changes += 1
         for r in self.resources:
             value = amount.get(r, 0)
             node: QuotaNode | None = leaf
             while value > 0 and node is not None:
                 stored = node.usage[r] - node.guaranteed[r]
                 node.usage[r] -= value
+                if node.parent is None:
+                    node.changes += 1
                 if stored <= 0 or node.parent is None:
                     break
                 value = min(value, stored)

@@ -1,5 +1,6 @@
 """What preemption relies on in the quota tree, checked on random queue trees.
 
+- ``check`` answers as the full check (``_check``), for any demand and usage.
 - ``deficit`` (from ``room`` and ``headroom``) is empty exactly when ``check`` admits, for
   demands within ``potential`` and every ``max``; taking usage away never lowers ``room`` and
   raises it by at most the amount taken.
@@ -207,6 +208,25 @@ def test_the_deficit_is_empty_exactly_when_check_admits(case: Case, data: st.Dat
     headroom = tree.headroom(leaf, demand)
     assert set(headroom) == {r for r in tree.resources if demand.get(r, 0)}
     assert deficit == {r: -v for r, v in headroom.items() if v < 0}
+
+
+@SETTINGS
+@given(case=cases(), data=st.data())
+def test_check_answers_as_the_full_check_for_any_demand(case: Case, data: st.DataObject) -> None:
+    """``check`` admits a demand within the room it keeps per leaf without the full check: it
+    answers as ``_check`` does for every leaf, for demands beyond ``potential`` or a ``max``
+    too, on usage over a ``max``, and after more usage is added."""
+    tree = case.tree()
+    for _ in range(2):
+        for name in case.leaves:
+            leaf = tree.nodes[name]
+            extreme = st.fixed_dictionaries(
+                {}, optional={r: st.integers(0, 50_000) for r in RESOURCES}
+            )
+            demand = data.draw(st.one_of(demands(tree, leaf), amounts, extreme), label=name)
+            assert tree.check(leaf, demand) == tree._check(leaf, demand), (name, demand)
+        grown = data.draw(st.sampled_from(case.leaves), label="grown")
+        tree.add(tree.nodes[grown], data.draw(amounts, label="added"))
 
 
 def test_the_deficit_counts_a_max_already_in_use() -> None:
