@@ -1,8 +1,8 @@
 """Checks that rule preemption searches out or narrow them, without changing any state: the
 fewest victims whose amounts could cover what is missing (by totals, by the room each pod
 group lacks on the nodes, by quota), the victims that could make room alone, whether a search
-trying candidates in order could clear a quota shortfall, whether all candidates together
-would make room, and the totals half of a fit check."""
+trying candidates in order could clear a quota shortfall, and the totals half of a fit
+check."""
 
 from __future__ import annotations
 
@@ -12,17 +12,6 @@ from collections.abc import Callable, Mapping, Sequence
 from engine.cycle.capacity import ClusterState
 from engine.cycle.jobs import AdmittedJob, PendingJob
 from engine.cycle.victims import VictimIndex
-
-
-def room_without(cluster: ClusterState, victims: Sequence[AdmittedJob], job: PendingJob) -> bool:
-    """Whether the job fits ``cluster`` with the victims' pods there released (releasing more
-    never leaves less room)."""
-    trial = cluster.copy()
-    for victim in victims:
-        pods = victim.pods.get(cluster.name)
-        if pods:
-            trial.release(pods)
-    return trial.fits(job.pods, job.demand)
 
 
 def fewest_for_nodes(

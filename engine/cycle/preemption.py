@@ -34,7 +34,6 @@ from engine.cycle.bounds import (
     fewest,
     fewest_for_nodes,
     fewest_merged,
-    room_without,
     totals_fit,
 )
 from engine.cycle.capacity import ClusterState
@@ -290,8 +289,6 @@ class Search:
         room_fits = cluster.fits(job.pods, job.demand)
         if room_fits and self._quota_only is not None:
             return list(self._quota_only)  # the same victims wherever the job has room now
-        if not room_fits and not room_without(cluster, near, job):
-            return []  # not even every candidate here would make room
         sequence = merged(near, self.quota_candidates() if self.short else [], self.order)
         with self.quota.trial():
             chosen = self._take(cluster, sequence, room_fits)
