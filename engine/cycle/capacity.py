@@ -194,12 +194,7 @@ class ClusterState:
             if v > free.get(r, 0):
                 short = vectors.shortfall(need, free)
                 r = min(short)
-                return Misfit(
-                    short,
-                    0,
-                    f"needs {vectors.describe(r, need[r])} {r}, "
-                    f"{vectors.describe(r, max(free.get(r, 0), 0))} free",
-                )
+                return Misfit(short, 0, _totals_text(r, need[r], max(free.get(r, 0), 0)))
         if self.nodes is None:
             return None
         if len(groups) == 1:  # as ``_unplaced``, with the count of nodes found on the way
@@ -213,15 +208,8 @@ class ClusterState:
                 return None
             group, missing = left
             with_room = self.nodes_with_room(group.requests)
-        shape_text = _shape_text(
-            tuple([(r, group.requests[r]) for r in self.model if r in group.requests])
-        )
-        return Misfit(
-            {},
-            missing,
-            f"{missing} of {group.count} pods needing {shape_text} find no node with room "
-            f"({with_room} such nodes free)",
-        )
+        amounts = tuple([(r, group.requests[r]) for r in self.model if r in group.requests])
+        return Misfit({}, missing, _room_text(missing, group.count, amounts, with_room))
 
     def _short_of_room(self, group: PodGroup) -> tuple[int, int]:
         """(pods of ``group`` that find no node with room, nodes with room for one): each
@@ -409,3 +397,18 @@ class ClusterState:
 @functools.lru_cache(maxsize=4096)  # a pure function of the amounts: safe to share
 def _shape_text(amounts: tuple[tuple[str, int], ...]) -> str:
     return vectors.describe_vec(dict(amounts))
+
+
+# Misfit messages, kept by what they say: many clusters and versions give the same one.
+@functools.lru_cache(maxsize=65536)  # pure functions of their arguments: safe to share
+def _totals_text(resource: str, need: int, free: int) -> str:
+    text = vectors.describe
+    return f"needs {text(resource, need)} {resource}, {text(resource, free)} free"
+
+
+@functools.lru_cache(maxsize=65536)
+def _room_text(missing: int, count: int, amounts: tuple[tuple[str, int], ...], nodes: int) -> str:
+    return (
+        f"{missing} of {count} pods needing {_shape_text(amounts)} find no node with room "
+        f"({nodes} such nodes free)"
+    )

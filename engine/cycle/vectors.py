@@ -18,11 +18,18 @@ Vec = dict[str, int]
 
 
 def request_milli(amounts: Mapping[str, Fraction]) -> Vec:
-    return {k: math.ceil(v * 1000) for k, v in amounts.items() if v > 0}
+    return {k: -_floor_milli(-v) for k, v in amounts.items() if v > 0}
 
 
 def capacity_milli(amounts: Mapping[str, Fraction]) -> Vec:
-    return {k: math.floor(v * 1000) for k, v in amounts.items()}
+    return {k: _floor_milli(v) for k, v in amounts.items()}
+
+
+def _floor_milli(value: Fraction | int) -> int:
+    """``math.floor(value * 1000)``; for a Fraction in integers, without making a new one."""
+    if isinstance(value, Fraction):
+        return value.numerator * 1000 // value.denominator
+    return math.floor(value * 1000)
 
 
 def add(a: Mapping[str, int], b: Mapping[str, int], factor: int = 1) -> Vec:

@@ -6,6 +6,8 @@
   ``with_positions`` must give every decision the position sorting its queue gives.
 - ``JobCache.kept`` returns a pending job without reading its binding again while the
   snapshot's workloads and PriorityClasses are the very objects it was read from.
+- Milli-units are found from a Fraction's numerator and denominator: they must be what
+  rounding the Fraction times 1000 gives (requests up, capacities down).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.cycle import explain
+from engine.cycle import explain, vectors
 from engine.cycle.cycle import Cycle
 from engine.cycle.jobs import JobCache, Mapped, PendingJob
 from engine.cycle.model import ClusterAssignment, Decision
@@ -289,3 +291,23 @@ def test_kept_jobs_are_found_again_after_the_workloads_are_replaced(tmp_path: Pa
     assert second.run().to_json() == Cycle(copied, policy, builders.NOW).run().to_json()
     assert all(p is q for p, q in zip(first.pending, second.pending, strict=True))
     assert all(cache.kept(copied, policy.version, j.binding) is j for j in first.pending)
+
+
+# --- milli-units -------------------------------------------------------------------------------
+@settings(max_examples=300, deadline=None)
+@given(
+    amounts=st.dictionaries(
+        st.sampled_from(RESOURCES),
+        st.one_of(
+            st.fractions(min_value=-(10**6), max_value=10**6, max_denominator=10**5),
+            st.integers(-(10**6), 10**6),
+        ),
+    )
+)
+def test_milli_units_round_as_the_fraction_times_a_thousand(amounts: dict[str, Any]) -> None:
+    assert vectors.capacity_milli(amounts) == {
+        r: math.floor(Fraction(v) * 1000) for r, v in amounts.items()
+    }
+    assert vectors.request_milli(amounts) == {
+        r: math.ceil(Fraction(v) * 1000) for r, v in amounts.items() if v > 0
+    }
