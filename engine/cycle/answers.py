@@ -1,10 +1,13 @@
 """What a cluster state has found about fitting pods, kept for one version of the state (see
-``capacity.py``): per pod signature whether the pods fit and, when not, what is missing."""
+``capacity.py``): per pod signature whether the pods fit and, when not, what is missing, in
+words (``totals_text``, ``room_text``)."""
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple, TypeAlias
 
+from engine.cycle import vectors
 from engine.cycle.jobs import PodGroup
 from engine.cycle.vectors import Vec
 
@@ -34,3 +37,23 @@ class Answers:
         # greedy placement of several pod groups happened to lay them out: placing more pods
         # cannot change it
         self.firm: set[PodKey] = set()
+
+
+@functools.lru_cache(maxsize=4096)  # a pure function of the amounts: safe to share
+def _shape_text(amounts: tuple[tuple[str, int], ...]) -> str:
+    return vectors.describe_vec(dict(amounts))
+
+
+# Misfit messages, kept by what they say: many clusters and versions give the same one.
+@functools.lru_cache(maxsize=65536)  # pure functions of their arguments: safe to share
+def totals_text(resource: str, need: int, free: int) -> str:
+    text = vectors.describe
+    return f"needs {text(resource, need)} {resource}, {text(resource, free)} free"
+
+
+@functools.lru_cache(maxsize=65536)
+def room_text(missing: int, count: int, amounts: tuple[tuple[str, int], ...], nodes: int) -> str:
+    return (
+        f"{missing} of {count} pods needing {_shape_text(amounts)} find no node with room "
+        f"({nodes} such nodes free)"
+    )

@@ -21,12 +21,11 @@ node changes logged since (``place``, ``release``, ``retake``; ``nodes.RoomCount
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping, Sequence
 
 from engine.cycle import nodes as nodes_of
 from engine.cycle import vectors
-from engine.cycle.answers import Answers, Misfit, PodKey
+from engine.cycle.answers import Answers, Misfit, PodKey, room_text, totals_text
 from engine.cycle.jobs import PodGroup, pod_key
 from engine.cycle.nodes import Move, RoomCounts
 from engine.cycle.vectors import Vec
@@ -194,7 +193,7 @@ class ClusterState:
             if v > free.get(r, 0):
                 short = vectors.shortfall(need, free)
                 r = min(short)
-                return Misfit(short, 0, _totals_text(r, need[r], max(free.get(r, 0), 0)))
+                return Misfit(short, 0, totals_text(r, need[r], max(free.get(r, 0), 0)))
         if self.nodes is None:
             return None
         if len(groups) == 1:  # as ``_unplaced``, with the count of nodes found on the way
@@ -209,7 +208,7 @@ class ClusterState:
             group, missing = left
             with_room = self.nodes_with_room(group.requests)
         amounts = tuple([(r, group.requests[r]) for r in self.model if r in group.requests])
-        return Misfit({}, missing, _room_text(missing, group.count, amounts, with_room))
+        return Misfit({}, missing, room_text(missing, group.count, amounts, with_room))
 
     def _short_of_room(self, group: PodGroup) -> tuple[int, int]:
         """(pods of ``group`` that find no node with room, nodes with room for one): each
@@ -392,23 +391,3 @@ class ClusterState:
     ) -> tuple[dict[tuple[int, ...], int], tuple[PodGroup, int] | None]:
         """``nodes.place`` of the groups, each with its shape."""
         return nodes_of.place(nodes, [(self._shape(g.requests), g) for g in groups], moved)
-
-
-@functools.lru_cache(maxsize=4096)  # a pure function of the amounts: safe to share
-def _shape_text(amounts: tuple[tuple[str, int], ...]) -> str:
-    return vectors.describe_vec(dict(amounts))
-
-
-# Misfit messages, kept by what they say: many clusters and versions give the same one.
-@functools.lru_cache(maxsize=65536)  # pure functions of their arguments: safe to share
-def _totals_text(resource: str, need: int, free: int) -> str:
-    text = vectors.describe
-    return f"needs {text(resource, need)} {resource}, {text(resource, free)} free"
-
-
-@functools.lru_cache(maxsize=65536)
-def _room_text(missing: int, count: int, amounts: tuple[tuple[str, int], ...], nodes: int) -> str:
-    return (
-        f"{missing} of {count} pods needing {_shape_text(amounts)} find no node with room "
-        f"({nodes} such nodes free)"
-    )
