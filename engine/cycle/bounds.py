@@ -1,8 +1,8 @@
 """Checks that rule preemption searches out or narrow them, without changing any state: the
 fewest victims whose amounts could cover what is missing (by totals, by the room each pod
 group lacks on the nodes, by quota), the victims that could make room alone, whether a search
-trying candidates in order could clear a quota shortfall, and the totals half of a fit
-check."""
+trying candidates in order could clear a quota shortfall, which queues' usage could shrink a
+shortfall (``Helping``), and the totals half of a fit check."""
 
 from __future__ import annotations
 
@@ -11,7 +11,10 @@ from collections.abc import Callable, Mapping, Sequence
 
 from engine.cycle.capacity import ClusterState
 from engine.cycle.jobs import AdmittedJob, PendingJob
+from engine.cycle.quota import ROOT, QuotaNode, QuotaTree
 from engine.cycle.victims import VictimIndex
+
+_UNLIMITED = 1 << 96  # more usage than any fleet has, in milli-units
 
 
 def fewest_for_nodes(
@@ -158,3 +161,54 @@ def fewest_sorted(missing: Mapping[str, int], amounts: Mapping[str, Sequence[int
             return None
         fewest = max(fewest, count)
     return fewest
+
+
+class Helping:
+    """Whether taking ``amount`` of usage away from the queue ``node`` raises ``leaf``'s room
+    in a resource of ``short`` (as ``QuotaTree.room_without`` finds), asked for many queues.
+
+    The leaf's room reads usage only on its own path and at the root. A queue whose path
+    shares no queue with the leaf's reaches it only through what it passes up to the root;
+    and the leaf's room, as a function of the usage taken away at the root, is of the form
+    min(room + taken, limit), so it grows for any amount exactly when it grows for an
+    unlimited one. Such a queue helps exactly when it passes some of a resource up to the
+    root and the leaf's room in that resource grows with unlimited usage gone from the root:
+    found once per resource. Other queues are measured with ``room_without``."""
+
+    def __init__(self, quota: QuotaTree, leaf: QuotaNode, short: Mapping[str, int]) -> None:
+        self.quota, self.leaf, self.short = quota, leaf, short
+        self.path = frozenset(node.name for node in leaf.up)
+        self._now: dict[str, int] | None = None  # the leaf's room now, once asked
+        self._grows: dict[str, bool] | None = None
+
+    def __call__(self, node: QuotaNode, amount: Mapping[str, int]) -> bool:
+        if not self.path.isdisjoint([n.name for n in node.up]):
+            after = self.quota.room_without(self.leaf, ((node, amount),), self.short)
+            now = self._room()
+            return any(after[r] > now[r] for r in self.short)
+        grows = self._from_root()
+        return any(grows[r] and passed_to_root(node, amount.get(r, 0), r) > 0 for r in self.short)
+
+    def _room(self) -> dict[str, int]:
+        if self._now is None:
+            self._now = self.quota.room(self.leaf, self.short)
+        return self._now
+
+    def _from_root(self) -> dict[str, bool]:
+        if self._grows is None:
+            root = self.quota.nodes[ROOT]
+            now = self._room()
+            unlimited = dict.fromkeys(self.short, _UNLIMITED)
+            after = self.quota.room_without(self.leaf, ((root, unlimited),), self.short)
+            self._grows = {r: after[r] > now[r] for r in self.short}
+        return self._grows
+
+
+def passed_to_root(node: QuotaNode, amount: int, resource: str) -> int:
+    """How much less of ``resource`` the root would use with ``amount`` less used by the
+    queue ``node``: each queue passes up no more than it uses beyond its guaranteed (as
+    ``QuotaTree.remove`` and ``room_without`` do)."""
+    while amount > 0 and node.parent is not None:
+        amount = min(amount, node.usage[resource] - node.guaranteed[resource])
+        node = node.parent
+    return max(amount, 0)  # reached the root, or stopped on the way with nothing left

@@ -29,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from engine.cycle.bounds import (
+    Helping,
     alone,
     could_clear,
     fewest,
@@ -110,12 +111,11 @@ class Search:
         Less usage never lowers what a queue can get, so when all of a queue's victims do not
         help, no subset of them does."""
         if self._quota_candidates is None:
-            quota, leaf, demand, short = self.quota, self.leaf, self.job.demand, self.short
+            # the shortfall shrinks exactly when the room for a resource of it grows
+            helps = Helping(self.quota, self.leaf, self.short)
             found: list[AdmittedJob] = []
             for node, victims, most in self.pool().queues:
-                # the shortfall shrinks exactly when the room for a resource of it grows
-                after = quota.room_without(leaf, ((node, most),), short)
-                if any(after[r] > demand[r] - v for r, v in short.items()):
+                if helps(node, most):
                     found += victims
             self._quota_candidates = sorted(found, key=self.order)
         return self._quota_candidates

@@ -1,6 +1,8 @@
 """What preemption relies on in the quota tree, checked on random queue trees.
 
 - ``check`` answers as the full check (``_check``), for any demand and usage.
+- ``Helping`` finds the queues whose usage, taken away, raises a leaf's room as ``room_without``
+  does, answering for queues outside the leaf's path from what reaches the root.
 - ``deficit`` (from ``room`` and ``headroom``) is empty exactly when ``check`` admits, for
   demands within ``potential`` and every ``max``; taking usage away never lowers ``room`` and
   raises it by at most the amount taken.
@@ -27,7 +29,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from engine.cycle import vectors
-from engine.cycle.bounds import fewest, fewest_merged, fewest_sorted
+from engine.cycle.bounds import Helping, fewest, fewest_merged, fewest_sorted
 from engine.cycle.jobs import AdmittedJob
 from engine.cycle.quota import ROOT, QuotaNode, QuotaTree
 from engine.cycle.reasons import Reason
@@ -227,6 +229,47 @@ def test_check_answers_as_the_full_check_for_any_demand(case: Case, data: st.Dat
             assert tree.check(leaf, demand) == tree._check(leaf, demand), (name, demand)
         grown = data.draw(st.sampled_from(case.leaves), label="grown")
         tree.add(tree.nodes[grown], data.draw(amounts, label="added"))
+
+
+@SETTINGS
+@given(case=cases(), data=st.data())
+def test_helping_finds_the_queues_whose_usage_raises_the_room(
+    case: Case, data: st.DataObject
+) -> None:
+    """``Helping`` (which answers for queues outside the leaf's path from what they pass up
+    to the root) says a queue helps exactly when taking the amount away from it raises the
+    leaf's room in a resource of the shortfall, as ``room_without`` finds."""
+    tree = case.tree()
+    leaf = tree.nodes[data.draw(st.sampled_from(case.leaves), label="leaf")]
+    short = data.draw(st.sets(st.sampled_from(tree.resources or ("cpu",))), label="short")
+    short_amounts = {r: 1 for r in short if r in tree.resources}
+    helps = Helping(tree, leaf, short_amounts)
+    now = tree.room(leaf, short_amounts)
+    for name in sorted(tree.nodes):
+        if name == ROOT:
+            continue
+        node = tree.nodes[name]
+        amount = data.draw(amounts, label=name)
+        after = tree.room_without(leaf, ((node, amount),), short_amounts)
+        expected = any(after[r] > now[r] for r in short_amounts)
+        assert helps(node, amount) == expected, (name, amount)
+
+
+def test_a_queue_within_what_it_keeps_for_itself_passes_nothing_up_to_help() -> None:
+    """``a`` lends none of its guarantee and uses less than it: taking its usage away leaves
+    the root as it is, so it does not help ``b``, whose room the root bounds; ``c``, which
+    uses its usage beyond what it keeps, does."""
+    queues = [
+        queue("a", None, guarantee={"cpu": 2}, lending={"cpu": 0}),
+        queue("b", None, guarantee={"cpu": 1}),
+        queue("c", None, guarantee={"cpu": 1}),
+    ]
+    tree = Case(queues, {"cpu": 4000}, [("a", {"cpu": 1000}), ("c", {"cpu": 2000})]).tree()
+    b = tree.nodes["b"]
+    assert tree.deficit(b, {"cpu": 1000}) == {"cpu": 1000}
+    helps = Helping(tree, b, {"cpu": 1000})
+    assert not helps(tree.nodes["a"], {"cpu": 1000})
+    assert helps(tree.nodes["c"], {"cpu": 1000})
 
 
 def test_the_deficit_counts_a_max_already_in_use() -> None:
