@@ -257,8 +257,8 @@ def test_helping_finds_the_queues_whose_usage_raises_the_room(
 
 def test_a_queue_within_what_it_keeps_for_itself_passes_nothing_up_to_help() -> None:
     """``a`` lends none of its guarantee and uses less than it: taking its usage away leaves
-    the root as it is, so it does not help ``b``, whose room the root bounds; ``c``, which
-    uses its usage beyond what it keeps, does."""
+    the root as it is, so it does not help ``b``, whose room the root bounds; ``c`` keeps
+    nothing for itself and passes all its usage up, so taking it away does help."""
     queues = [
         queue("a", None, guarantee={"cpu": 2}, lending={"cpu": 0}),
         queue("b", None, guarantee={"cpu": 1}),
