@@ -88,12 +88,14 @@ class VictimIndex:
 
     def freeing(
         self, node: QuotaNode, short: tuple[str, ...], needs: tuple[str, ...] | None
-    ) -> tuple[list[AdmittedJob], Vec, dict[str, tuple[int, ...]]]:
-        """Victims of the queue ``node`` not taken yet that hold one of ``short``, their total
-        demand, and per resource of ``short`` their amounts of it, largest first; with
-        ``needs`` (reclaim), only those whose queue stays at its guarantee in ``needs``
-        without them. Kept while the taken victims and the queue's usage of ``needs`` do not
-        change (searches change usage on trial and put it back)."""
+    ) -> tuple[tuple[AdmittedJob, ...], Vec, dict[str, tuple[int, ...]]]:
+        """Victims of the queue ``node`` not taken yet that hold one of ``short``, the most
+        taking them could free (their total demand), and per resource of ``short`` their
+        amounts of it, largest first. With ``needs`` (reclaim), only those whose queue stays
+        at its guarantee in ``needs`` without them, and the most in each of ``needs`` no more
+        than the queue has above its guarantee. Kept while the taken victims and the queue's
+        usage of ``needs`` do not change (searches change usage on trial and put it back):
+        callers only read what is returned."""
         key = (node.name, short, needs)
         total = node.total
         stamp = (len(self.taken), tuple([total.get(r, 0) for r in needs]) if needs else ())
@@ -106,12 +108,11 @@ class VictimIndex:
                 and any(v.demand.get(r, 0) for r in short)
                 and (needs is None or stays_at_guarantee(node, v.demand, needs))
             ]
-            kept = (
-                stamp,
-                found,
-                vectors.total((v.demand, 1) for v in found),
-                largest(found, short),
-            )
+            most = vectors.total((v.demand, 1) for v in found)
+            for r in needs or ():  # a reclaimed queue keeps its guarantee
+                above = max(0, total.get(r, 0) - node.guarantee.get(r, 0))
+                most[r] = min(most.get(r, 0), above)
+            kept = (stamp, tuple(found), most, largest(found, short))
             self._freeing[key] = kept
         return kept[1], kept[2], kept[3]
 
@@ -319,17 +320,12 @@ def make_pool(search: Asking, short: tuple[str, ...]) -> Pool:
         reclaim = q in search.owners
         victims, most, held = index.freeing(node, short, needs if reclaim else None)
         if not reclaim:
-            victims = [v for v in victims if search.eligible(v)]
+            victims = tuple(v for v in victims if search.eligible(v))
             most = vectors.total((v.demand, 1) for v in victims)
             held = largest(victims, short)
         if not victims:
             continue
-        most = dict(most)
-        if reclaim:  # no more than it has above its guarantee
-            for r in needs:
-                above = max(0, node.total.get(r, 0) - node.guarantee.get(r, 0))
-                most[r] = min(most.get(r, 0), above)
-        queues.append((node, tuple(victims), most))
+        queues.append((node, victims, most))
         for r in short:
             amounts[r].append(held[r])
     room = quota.room_without(leaf, [(node, most) for node, _, most in queues], needs)
