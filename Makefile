@@ -22,7 +22,7 @@ demo: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/fleetgate bench --jobs 15000 --clusters 10 --queues 30 --repeats 5
-	$(BIN)/fleetgate bench --jobs 50000 --clusters 100 --queues 1000 --repeats 3
+	$(BIN)/fleetgate bench --jobs 50000 --clusters 100 --queues 1000 --repeats 5
 
 bench-cel: $(STAMP)
 	$(BIN)/python benchmarks/cel_runners.py

@@ -1,0 +1,22 @@
+"""``fleetgate bench`` numbers: the full-cycle p50 is that of the warm cycles, the max that of
+all of them (the cold first cycle included)."""
+
+from __future__ import annotations
+
+import statistics
+
+from engine.bench.runner import run
+
+
+def test_the_cycle_p50_is_over_the_warm_cycles_and_the_max_over_all() -> None:
+    out = run(jobs=60, clusters=2, queues=3, seed=1, repeats=4)
+    warm = out["warm_cycle_seconds"]
+    assert len(warm) == 3
+    assert out["cycle_seconds"]["p50"] == round(statistics.median(warm), 4)
+    assert out["cycle_seconds"]["max"] == max(out["first_cycle_seconds"], *warm)
+
+
+def test_one_cycle_is_its_own_p50() -> None:
+    out = run(jobs=60, clusters=2, queues=3, seed=1, repeats=1)
+    assert out["warm_cycle_seconds"] == []
+    assert out["cycle_seconds"]["p50"] == out["first_cycle_seconds"] == out["cycle_seconds"]["max"]
