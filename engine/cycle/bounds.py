@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from engine.cycle.capacity import ClusterState
 from engine.cycle.jobs import AdmittedJob, PendingJob
-from engine.cycle.quota import ROOT, QuotaNode, QuotaTree
+from engine.cycle.quota import QuotaNode, QuotaTree
 from engine.cycle.victims import VictimIndex
 
 _UNLIMITED = 1 << 96  # more usage than any fleet has, in milli-units
@@ -196,10 +196,9 @@ class Helping:
 
     def _from_root(self) -> dict[str, bool]:
         if self._grows is None:
-            root = self.quota.nodes[ROOT]
             now = self._room()
             unlimited = dict.fromkeys(self.short, _UNLIMITED)
-            after = self.quota.room_without(self.leaf, ((root, unlimited),), self.short)
+            after = self.quota.room_without(self.leaf, ((self.quota.root, unlimited),), self.short)
             self._grows = {r: after[r] > now[r] for r in self.short}
         return self._grows
 
