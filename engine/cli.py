@@ -4,16 +4,32 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import functools
 import json
 import os
 import sys
 from collections.abc import Sequence
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from engine.errors import PolicyLoadError
-from engine.policy.policyset import load_policy_set
+from engine.policy.policyset import PolicySet, load_policy_set
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
+
+
+class _DefaultsHelp(argparse.ArgumentDefaultsHelpFormatter):
+    """``(default: …)`` after an option's help, unless it has no default worth showing (None,
+    False, empty) or its help already gives it, as ``(default: …)`` or ``(8443; …)``."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        default, help_text = action.default, action.help or ""
+        if default in (None, False, []) or "default" in help_text:
+            return action.help
+        shown = f"{default:g}" if isinstance(default, float) else str(default)
+        if f"({shown})" in help_text or f"({shown};" in help_text:
+            return action.help
+        return super()._get_help_string(action)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -21,7 +37,13 @@ def build_parser() -> argparse.ArgumentParser:
         prog="fleetgate",
         description="Multi-cluster admission and scheduling of AI jobs on Karmada.",
     )
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    parser.add_argument("--version", action="version", version=f"fleetgate {_version()}")
+    commands = parser.add_subparsers(
+        dest="command",
+        required=True,
+        metavar="COMMAND",
+        parser_class=functools.partial(argparse.ArgumentParser, formatter_class=_DefaultsHelp),
+    )
 
     validate = commands.add_parser(
         "validate",
@@ -32,19 +54,25 @@ def build_parser() -> argparse.ArgumentParser:
     )
     validate.add_argument("paths", nargs="+", type=Path, metavar="PATH")
     validate.add_argument("--revision", help="git revision recorded in the policy version")
-    validate.add_argument("-o", "--output", choices=("text", "json"), default="text")
+    validate.add_argument(
+        "-o", "--output", choices=("text", "json"), default="text", help="output format"
+    )
     validate.set_defaults(handler=_validate)
 
     inspect = commands.add_parser(
         "inspect",
         help="show the demand of every job in Kubernetes object files",
         description="Read job templates (files as `kubectl get -o yaml` prints them: a List or "
-        "multi-document YAML) and print each workload's roles, per-pod requests, total, gang "
-        "minimum and queue. Exit 0 when every object was read, 1 when any had an error (the rest "
+        "multi-document YAML; a directory stands for its .yaml, .yml and .json files, searched "
+        "recursively) and print each workload's roles, per-pod requests, total, gang minimum "
+        "and queue. An object named by metadata.generateName is shown as its prefix and '*'. "
+        "Exit 0 when every object was read, 1 when any object or file had an error (the rest "
         "are still printed), 2 on usage errors.",
     )
-    inspect.add_argument("files", nargs="+", type=Path, metavar="FILE")
-    inspect.add_argument("-o", "--output", choices=("json", "table"), default="table")
+    inspect.add_argument("files", nargs="+", type=Path, metavar="PATH")
+    inspect.add_argument(
+        "-o", "--output", choices=("json", "table"), default="table", help="output format"
+    )
     inspect.add_argument(
         "--policies",
         type=Path,
@@ -59,18 +87,32 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run one scheduling cycle of the policies on a snapshot (files as `kubectl "
         "get clusters,resourcebindings,<job kinds>,propagationpolicies,priorityclasses -A -o "
         "yaml` prints them) and print a decision for every pending job and every victim. "
-        "Nothing is changed anywhere. Exit 0 after printing the decisions (snapshot objects "
-        "that could not be read are reported as warnings), 1 when the policies are invalid or "
-        "--explain names no job, 2 on usage errors.",
+        "A directory stands for its .yaml, .yml and .json files, searched recursively. "
+        "Nothing is changed anywhere. Exit 0 after printing the decisions (malformed objects "
+        "in the snapshot are reported as warnings), 1 when the policies are invalid, a snapshot "
+        "or --job file cannot be read (nothing is decided then), a --job template cannot be "
+        "decided (the rest are) or --explain names no job, 2 on usage errors.",
     )
     dry_run.add_argument("--policies", type=Path, required=True, metavar="DIR")
     dry_run.add_argument(
         "--snapshot", type=Path, nargs="+", required=True, metavar="FILE", dest="snapshot"
     )
     dry_run.add_argument(
+        "--job",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="job templates to submit (repeatable): each is claimed by its PropagationPolicy, "
+        "given the ResourceBinding Karmada's detector would create, held as the webhook holds "
+        "it, and decided with the rest; one line on stderr says what happened to each",
+    )
+    dry_run.add_argument(
         "--now", type=_rfc3339, help="the cycle's time, RFC 3339 (default: the current time)"
     )
-    dry_run.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    dry_run.add_argument(
+        "-o", "--output", choices=("table", "json"), default="table", help="output format"
+    )
     dry_run.add_argument(
         "--explain", metavar="NS/NAME", help="explain one job (binding or template ns/name)"
     )
@@ -84,18 +126,33 @@ def build_parser() -> argparse.ArgumentParser:
         "shapes) from the seed, time full cycles over all pending jobs and incremental cycles "
         "for jobs that arrive afterwards, and print the numbers.",
     )
-    bench.add_argument("--jobs", type=_positive, default=15_000)
-    bench.add_argument("--clusters", type=_positive, default=10)
-    bench.add_argument("--queues", type=_positive, default=30)
-    bench.add_argument("--seed", type=int, default=1)
-    bench.add_argument("--repeats", type=_positive, default=5, help="cycles of each kind")
-    bench.add_argument("-o", "--output", choices=("json", "text"), default="json")
+    bench.add_argument("--jobs", type=_positive, default=15_000, help="pending jobs")
+    bench.add_argument("--clusters", type=_positive, default=10, help="member clusters")
+    bench.add_argument("--queues", type=_positive, default=30, help="queues in the tree")
+    bench.add_argument("--seed", type=int, default=1, help="seed of the synthetic fleet")
+    bench.add_argument(
+        "--repeats",
+        type=_positive,
+        default=5,
+        help="cycles of each kind; the full-cycle p50 is over the cycles after the first (cold) "
+        "one, so with 1 it is the cold cycle",
+    )
+    bench.add_argument(
+        "-o", "--output", choices=("json", "text"), default="json", help="output format"
+    )
     bench.set_defaults(handler=_bench)
 
     from webhook.cli import add_parser as add_webhook_parser  # argparse only; serving is lazy
 
     add_webhook_parser(commands)
     return parser
+
+
+def _version() -> str:
+    try:
+        return version("fleetgate")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed)"
 
 
 def _positive(text: str) -> int:
@@ -125,8 +182,8 @@ def _validate(args: argparse.Namespace) -> int:
             errors = [
                 {
                     "file": i.file,
-                    "line": i.line,
-                    "column": i.column,
+                    "line": i.line or None,  # null: the problem is the file itself
+                    "column": i.column or None,
                     "object": i.obj,
                     "path": i.path,
                     "message": i.message,
@@ -170,7 +227,7 @@ def _inspect(args: argparse.Namespace) -> int:
         policy = default_scheduling_policy()
     objects, problems = read_objects(args.files)
     result = inspect_objects(objects, policy, dt.datetime.now(dt.UTC))
-    read_errors = tuple(InspectedError(p.source, p.object, p.path, p.message) for p in problems)
+    read_errors = tuple(InspectedError.of(problem) for problem in problems)
     result = type(result)(result.workloads, read_errors + result.errors)
     if args.output == "json":
         print(json.dumps(result.to_json(), indent=2))
@@ -193,10 +250,24 @@ def _dry_run(args: argparse.Namespace) -> int:
             print(issue, file=sys.stderr)
         return EXIT_INVALID
     objects, problems = read_objects(args.snapshot)
+    if problems:  # a cycle on part of the fleet would decide on capacity and jobs it cannot see
+        for problem in problems:
+            print(problem, file=sys.stderr)
+        print(
+            f"{len(problems)} error(s): the snapshot cannot be read; no cycle was run",
+            file=sys.stderr,
+        )
+        return EXIT_INVALID
+    now = args.now or dt.datetime.now(dt.UTC)
+    submitted = _submit_jobs(args.job, objects, policies, now)
+    if submitted is None:
+        return EXIT_INVALID
+    objects, unbound, job_errors = submitted
     snapshot = build_snapshot(objects)
-    issues = [*problems, *snapshot.errors]
+    issues = [*snapshot.errors, *unbound]
     with collector_paused():
-        result = run_cycle(snapshot, policies, args.now or dt.datetime.now(dt.UTC))
+        result = run_cycle(snapshot, policies, now)
+    done = EXIT_INVALID if job_errors else EXIT_OK  # a --job template left undecided
     if args.explain:
         decision = dryrun.find(result, args.explain)
         if decision is None:
@@ -206,14 +277,48 @@ def _dry_run(args: argparse.Namespace) -> int:
             print(json.dumps(decision.to_json(), indent=2))
         else:
             print(dryrun.explain(result, decision))
-        return EXIT_OK
+        return done
     if args.output == "json":
         print(json.dumps(result.to_json(), indent=2))
         for issue in issues:
             print(f"warning: {issue}", file=sys.stderr)
     else:
         print(dryrun.table(result, issues))
-    return EXIT_OK
+    return done
+
+
+def _submit_jobs(
+    files: Sequence[Path], objects: list, policies: PolicySet, now: dt.datetime
+) -> tuple[list, list, list[str]] | None:
+    """The snapshot's objects with the ``--job`` templates and their held bindings
+    (``engine.fleet.submit``), the snapshot's unbound templates as warnings, and the templates
+    that cannot be decided (printed, like what happened to the others). None when a job file
+    cannot be read."""
+    from engine.fleet.files import read_objects
+    from engine.fleet.submit import submit, unbound_templates
+    from webhook.hold import hold
+
+    errors: list[str] = []
+    if files:
+        jobs, problems = read_objects(files)
+        sources = [source for source, _ in jobs] + [p.source for p in problems]
+        empty = [
+            f"{f}: no job template in it"
+            for f in map(str, files)
+            if not any(s == f or s.startswith(f"{f.rstrip(os.sep)}{os.sep}") for s in sources)
+        ]
+        if problems or empty:
+            for line in [*map(str, problems), *empty]:
+                print(line, file=sys.stderr)
+            print("the --job files cannot be read; no cycle was run", file=sys.stderr)
+            return None
+        submitted = submit(objects, jobs, lambda binding: hold(binding, policies, now), now)
+        for note in submitted.notes:
+            print(f"note: {note}", file=sys.stderr)
+        for error in submitted.errors:
+            print(f"error: {error}", file=sys.stderr)
+        objects, errors = submitted.objects, submitted.errors
+    return objects, unbound_templates(objects), errors
 
 
 def _bench(args: argparse.Namespace) -> int:
@@ -223,8 +328,9 @@ def _bench(args: argparse.Namespace) -> int:
     if args.output == "json":
         print(json.dumps(numbers))
     else:
-        for key, value in numbers.items():
-            print(f"{key:22} {value}")
+        from engine.bench.report import text
+
+        print(text(numbers))
     return EXIT_OK
 
 

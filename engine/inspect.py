@@ -8,24 +8,39 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+from engine.errors import issue_text
 from engine.fleet.model import SnapshotIssue
-from engine.fleet.snapshot import flatten_lists
+from engine.fleet.snapshot import describe, flatten_lists
 from engine.mapping import map_job
 from engine.policy.model import SchedulingPolicy
 from engine.workloads.model import DemandError, Workload
+from engine.workloads.names import qualified_kind
 from engine.workloads.registry import read_workload
 
 
 @dataclass(frozen=True, slots=True)
 class InspectedError:
+    """One object or file that could not be read; ``line`` 0 when no position is known."""
+
     file: str
     object: str
     path: str
     message: str
+    line: int = 0
+    column: int = 0
 
-    def to_json(self) -> dict[str, str]:
+    @classmethod
+    def of(cls, issue: SnapshotIssue) -> InspectedError:
+        return cls(issue.source, issue.object, issue.path, issue.message, issue.line, issue.column)
+
+    def __str__(self) -> str:
+        return issue_text(self.file, self.line, self.column, self.object, self.path, self.message)
+
+    def to_json(self) -> dict[str, Any]:
         return {
             "file": self.file,
+            "line": self.line or None,
+            "column": self.column or None,
             "object": self.object,
             "path": self.path,
             "message": self.message,
@@ -44,14 +59,6 @@ class Inspected:
         }
 
 
-def object_ref(obj: Mapping[str, Any]) -> str:
-    metadata = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
-    kind = str(obj.get("kind") or "?")
-    name = str(metadata.get("name") or "?")
-    namespace = metadata.get("namespace")
-    return f"{kind}/{namespace}/{name}" if namespace else f"{kind}/{name}"
-
-
 def inspect_objects(
     objects: Iterable[tuple[str, Mapping[str, Any]]],
     policy: SchedulingPolicy,
@@ -65,15 +72,16 @@ def inspect_objects(
         try:
             workload = read_workload(obj)
         except DemandError as err:
-            errors.append(InspectedError(file, object_ref(obj), err.path, err.message))
+            errors.append(InspectedError(file, describe(obj), err.path, err.message))
             continue
         if workload is None:
             continue
         mapped = map_job(policy, workload, obj, priority_class_value=0, now=now)
         if mapped.error:
-            errors.append(InspectedError(file, object_ref(obj), "", mapped.error))
+            message = f"cannot map the job to a queue: {mapped.error}"
+            errors.append(InspectedError(file, describe(obj), "", message))
         workloads.append((workload, mapped.queue))
-    errors.extend(InspectedError(i.source, i.object, i.path, i.message) for i in unreadable)
+    errors.extend(InspectedError.of(issue) for issue in unreadable)
     return Inspected(tuple(workloads), tuple(errors))
 
 
@@ -89,7 +97,7 @@ def table(result: Inspected) -> str:
         other = sorted(set(total) - {*_TABLE_RESOURCES, "pods"})
         rows.append(
             [
-                workload.kind,
+                qualified_kind(workload.api_version, workload.kind),
                 workload.namespace or "-",
                 workload.name,
                 queue or "-",
@@ -107,7 +115,7 @@ def table(result: Inspected) -> str:
         for row in rows
     ]
     for error in result.errors:
-        lines.append(f"error: {error.file}: {error.object}: {error.path or '-'}: {error.message}")
+        lines.append(f"error: {error}")
     return "\n".join(lines)
 
 

@@ -69,9 +69,14 @@ def test_evaluates_with_typed_variables(text, expected, result):
 
 def test_quantities_are_doubles_even_when_whole():
     assert run('job.total["cpu"]', DOUBLE, job=job(), now=NOW) == 16.0
-    program = cel.compile_expression('job.total["cpu"] > 8', cel.MAPPING_VARS, BOOL)
+    program = cel.compile_expression('job.total["cpu"] * 2', cel.MAPPING_VARS, DOUBLE)
     assert isinstance(program, list)
-    assert "write 8.0" in program[0].message
+    assert "write 2.0" in program[0].message
+
+
+def test_quantities_compare_with_int_literals_as_in_kubernetes():
+    assert run('job.total["cpu"] > 8', BOOL, job=job(), now=NOW) is True
+    assert run('job.total["nvidia.com/gpu"] <= 31', BOOL, job=job(), now=NOW) is False
 
 
 @pytest.mark.parametrize(

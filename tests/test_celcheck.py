@@ -10,6 +10,7 @@ import celpy
 import pytest
 from celpy import celtypes
 
+from engine.policy import celnumbers
 from engine.policy.celcheck import (
     BOOL,
     BYTES,
@@ -86,13 +87,18 @@ def _quantity(text: celtypes.StringType) -> celtypes.DoubleType:
 @pytest.fixture
 def celpy_can_call_quantity(monkeypatch: pytest.MonkeyPatch) -> None:
     """CompiledRunner emits ``<module>.<qualname>(...)`` for extra functions and execs it in
-    celpy.evaluation's globals, so this test module must be visible there."""
-    root = __name__.split(".")[0]
-    monkeypatch.setitem(vars(celpy.evaluation), root, sys.modules[root])
+    celpy.evaluation's globals, so this test module and fleetgate's operators (celnumbers) must
+    be visible there."""
+    for module in (__name__, celnumbers.__name__):
+        root = module.split(".")[0]
+        monkeypatch.setitem(vars(celpy.evaluation), root, sys.modules[root])
 
 
-def evaluate(expr: str) -> Any:
-    return ENV.program(ENV.compile(expr), functions={"quantity": _quantity}).evaluate(_activation())
+def evaluate(expr: str, activation: dict[str, Any] | None = None) -> Any:
+    """Evaluate as fleetgate does: cel-python with fleetgate's number comparisons."""
+    functions = {"quantity": _quantity, **celnumbers.OPERATORS}
+    program = ENV.program(ENV.compile(expr), functions=functions)
+    return program.evaluate(_activation() if activation is None else activation)
 
 
 def check_text(expr: str) -> tuple[CelType, list[TypeIssue]]:
@@ -107,6 +113,15 @@ VALID: list[tuple[str, CelType, str]] = [
     ("job.components[0].replicas", INT, "indexing a list of records gives the record"),
     ("job.components[0u].name", STRING, "a list may be indexed with a uint"),
     ('job.components[0].requests["gpu"] <= cluster.free["gpu"]', BOOL, "doubles compare"),
+    # numbers of different kinds compare and are equal on one number line, as in cel-go
+    ('job.total["gpu"] <= 64', BOOL, "a double compares with an int literal"),
+    ("job.components[0].replicas < cluster.free['gpu']", BOOL, "an int field with a double"),
+    ("job.priority == 5.0", BOOL, "an int equals a double"),
+    ("job.priority != 1u", BOOL, "an int is unequal to a uint"),
+    ("2u >= job.priority", BOOL, "a uint compares with an int"),
+    ("[1, 2] == [1.0, 2u]", BOOL, "lists of different numeric kinds may be equal"),
+    ('{"a": 1} != {"a": 1.0}', BOOL, "maps of different numeric kinds may be equal"),
+    ("job.priority in [5.0, 6.0]", BOOL, "an int may be in a list of doubles"),
     ("job.object.spec.replicas > 1", BOOL, "anything goes on a dyn field"),
     ("job.object.spec.replicas", DYN, "a path through a dyn field stays dyn"),
     ("job.object.spec.replicas + 1 == 4", BOOL, "arithmetic on dyn yields dyn"),
@@ -238,18 +253,21 @@ INVALID: list[tuple[str, str, int, str]] = [
         "adding an int and a double",
     ),
     (
-        'job.total["gpu"] > 2',
-        "no matching overload for double > int; write 2.0",
+        'job.total["gpu"] * 2',
+        "no matching overload for double * int; write 2.0",
         18,
-        "comparing a double with an int literal",
+        "multiplying a double by an int literal",
     ),
     (
-        "job.priority == 2.0",
-        "int == double; write double(...) around the int",
+        "job.priority - 1u",
+        "int - uint; write uint(...) around the int operand",
         14,
-        "int equals double",
+        "subtracting a uint from an int",
     ),
-    ("job.priority == 1u", "no matching overload for int == uint", 14, "int equals uint"),
+    ("job.priority % 2u", "no matching overload for int % uint", 14, "int modulo uint"),
+    ('job.total["gpu"] < "2"', "no matching overload for double < string", 18, "double < str"),
+    ("job.priority == [1]", "no matching overload for int == list(int)", 14, "int equals list"),
+    ("[1] == [[1.0]]", "list(int) == list(list(double))", 5, "lists of other elements"),
     ("job.priority == null", "no matching overload for int == null", 14, "int equals null"),
     ("job.components != null", "list(component) != null", 16, "a list is not null"),
     ("job.kind == 1", "no matching overload for string == int", 10, "string equals int"),
@@ -335,12 +353,6 @@ REJECTED_AT_RUNTIME = [
     ("1 + 2.0", "an int plus a double"),
     ("3 * 2.0", "an int times a double"),
     ("job.priority - 1.5", "an int field minus a double"),
-    ("1 < 2.0", "an int less than a double"),
-    ('1 <= cluster.free["gpu"]', "an int compared with a double field"),
-    ("1 == 2.0", "an int equal to a double"),
-    ("1 != 2.0", "an int unequal to a double"),
-    ("1 == 1u", "an int equal to a uint"),
-    ("1 < 2u", "an int less than a uint"),
     ("1 == null", "an int equal to null"),
     ("[1] != null", "a list unequal to null"),
     ("5.0 % 2.0", "a double modulo"),
@@ -372,6 +384,7 @@ SAMPLE_OPERANDS = [
 
 
 @pytest.mark.parametrize("op", ["+", "-", "*", "/", "%", "<", "<=", ">", ">=", "==", "!=", "in"])
+@pytest.mark.usefixtures("celpy_can_call_quantity")
 def test_every_literal_pair_the_checker_accepts_evaluates_in_celpy(op: str) -> None:
     unsound = []
     for left, right in itertools.product(SAMPLE_OPERANDS, repeat=2):
@@ -379,10 +392,18 @@ def test_every_literal_pair_the_checker_accepts_evaluates_in_celpy(op: str) -> N
         if check(ENV.compile(expr), {})[1]:
             continue
         try:
-            ENV.program(ENV.compile(expr)).evaluate({})
+            evaluate(expr, {})
         except celpy.CELEvalError:
             unsound.append(expr)
     assert unsound == []
+
+
+@pytest.mark.parametrize("op", ["<", "<=", ">", ">=", "==", "!="])
+def test_every_pair_of_numeric_kinds_is_comparable(op: str) -> None:
+    for left, right in itertools.product(
+        ["1", "2u", "3.5", "job.priority", "job.total.gpu"], repeat=2
+    ):
+        assert check_text(f"{left} {op} {right}") == (BOOL, []), f"{left} {op} {right}"
 
 
 def test_several_issues_in_one_expression_are_all_reported() -> None:
@@ -409,7 +430,7 @@ def test_issue_on_a_later_line_has_that_line_and_its_column() -> None:
 
 
 def test_operator_issue_points_at_the_operator_on_its_own_line() -> None:
-    _, issues = check_text('job.total["gpu"]\n   >= 2')
+    _, issues = check_text('job.total["gpu"]\n   >= "2"')
     assert [(i.line, i.column) for i in issues] == [(2, 4)]
 
 

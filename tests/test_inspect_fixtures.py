@@ -78,9 +78,41 @@ spec:
     assert printed["errors"] == [
         {
             "file": str(path),
-            "object": "Job/ml/broken",
+            "line": None,  # positions are known for YAML errors only
+            "column": None,
+            "object": "Job.batch.volcano.sh/ml/broken",
             "path": "spec.tasks[0].template.spec.containers[0].resources.requests.cpu",
             "message": printed["errors"][0]["message"],
         }
     ]
     assert "'2x' is not a quantity" in printed["errors"][0]["message"]
+
+
+def test_an_object_named_by_generate_name_is_shown_with_a_star(capsys):
+    code = main(["inspect", str(FIXTURES / "kueue-generate-name.yaml")])
+    lines = capsys.readouterr().out.splitlines()
+    assert code == 0
+    assert len(lines) == 2
+    assert lines[1].split() == [
+        "Job.batch",
+        "default",
+        "sample-job-*",
+        "user-queue",
+        "3",
+        "3",
+        "3",
+        "600Mi",
+        "0",
+        "-",
+    ]
+
+
+def test_an_object_without_name_or_generate_name_is_an_error(tmp_path, capsys):
+    manifest = yaml.safe_load((FIXTURES / "kueue-generate-name.yaml").read_text())
+    del manifest["metadata"]["generateName"]
+    path = tmp_path / "nameless.yaml"
+    path.write_text(yaml.safe_dump(manifest))
+    assert main(["inspect", str(path)]) == 1
+    errors = [line for line in capsys.readouterr().out.splitlines() if line.startswith("error:")]
+    where = f"error: {path}: Job.batch/default/<unnamed>"
+    assert errors == [f"{where}: metadata.name: required (or metadata.generateName)"]

@@ -96,13 +96,13 @@ def test_cel_result_type_must_match_the_field(write, load_issues):
             placement:
               filters:
                 - name: f
-                  expression: cluster.free["nvidia.com/gpu"] >= 8
+                  expression: cluster.free["nvidia.com/gpu"] - 8 >= job.total["nvidia.com/gpu"]
             """,
         ),
     )
     issues = load_issues()
     assert only(issues, "expected int").path == "spec.priority"
-    mixed = only(issues, "double")
+    mixed = only(issues, "double - int")
     assert mixed.path == "spec.placement.filters[0].expression"
     assert "write 8.0" in mixed.message
 

@@ -34,8 +34,10 @@ PATIENCE_S = 10.0
 
 
 def copy_policies(tmp_path: Path) -> Path:
+    """The policy files as the webhook's ConfigMap mount holds them: without kustomization.yaml,
+    which would refuse the unlisted files these tests add."""
     live = tmp_path / "policies"
-    shutil.copytree(REPO / "policies", live)
+    shutil.copytree(REPO / "policies", live, ignore=shutil.ignore_patterns("kustomization.yaml"))
     return live
 
 

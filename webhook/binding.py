@@ -29,6 +29,8 @@ class BindingFacts:
     labels: Mapping[str, str] | None  # None: metadata.labels absent or null
     annotations: Mapping[str, str] | None
     suspension: Mapping[str, Any] | None  # None: spec.suspension absent or null
+    clusters: tuple[str, ...] = ()  # spec.clusters[].name: where the binding is placed
+    scheduled_at: str = ""  # Scheduled=True since, else status.lastScheduledTime
 
     @property
     def scheduling_suspended(self) -> bool:
@@ -68,7 +70,39 @@ def read_facts(obj: Mapping[str, Any]) -> BindingFacts:
         labels=_string_map(meta, "labels"),
         annotations=_string_map(meta, "annotations"),
         suspension=suspension,
+        clusters=_cluster_names(spec),
+        scheduled_at=_scheduled_at(obj.get("status")),
     )
+
+
+def _cluster_names(spec: Mapping[str, Any]) -> tuple[str, ...]:
+    targets = spec.get("clusters")
+    if targets is None:
+        return ()
+    expect_type(targets, list, "spec.clusters", "an array")
+    names = []
+    for i, target in enumerate(targets):
+        entry = expect_type(target, dict, f"spec.clusters[{i}]", "an object")
+        names.append(_required_str(entry, "name", f"spec.clusters[{i}].name"))
+    return tuple(names)
+
+
+def _scheduled_at(status: Any) -> str:
+    """When the binding was placed, as the status says it (an unreadable status says nothing:
+    the webhook then records the time it saw the placement)."""
+    if not isinstance(status, dict):
+        return ""
+    conditions = status.get("conditions")
+    for condition in conditions if isinstance(conditions, list) else ():
+        if (
+            isinstance(condition, dict)
+            and condition.get("type") == "Scheduled"
+            and condition.get("status") == "True"
+            and isinstance(since := condition.get("lastTransitionTime"), str)
+        ):
+            return since
+    last = status.get("lastScheduledTime")
+    return last if isinstance(last, str) else ""
 
 
 def demand(obj: Mapping[str, Any]) -> Resources | None:

@@ -4,7 +4,7 @@ Importing this module is cheap (argparse only): the server, Flask and the policy
 imported when the command runs, so registering it slows no other subcommand.
 
 Exit status: 0 after a clean shutdown (SIGTERM or SIGINT), 1 when the server cannot start (port
-in use, unreadable certificate), 2 on usage errors.
+in use, a certificate, key or --fleet file that cannot be read), 2 on usage errors.
 """
 
 from __future__ import annotations
@@ -58,8 +58,9 @@ def add_parser(subparsers: Any) -> None:
         type=Path,
         default=[],
         metavar="FILE",
-        help="snapshot files (Clusters, PriorityClasses) for the built-in fit check and "
-        "PriorityClass values; without them the fit check is skipped and priorities are 0",
+        help="snapshot files or directories (Clusters, PriorityClasses) for the built-in fit "
+        "check and PriorityClass values; without them the fit check is skipped and priorities "
+        "are 0; a file that cannot be read stops the start (exit 1)",
     )
     parser.add_argument("--revision", help="git revision recorded in the policy version")
     parser.add_argument(
@@ -77,7 +78,10 @@ def add_parser(subparsers: Any) -> None:
         help="how often to check the policy files for changes (2)",
     )
     parser.add_argument(
-        "--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR")
+        "--log-level",
+        default="INFO",
+        choices=("DEBUG", "INFO", "WARNING", "ERROR"),
+        help="log messages of this level and above (INFO)",
     )
     parser.set_defaults(handler=run)
 
@@ -115,6 +119,11 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_USAGE
+    try:
+        fleet = _fleet(args.fleet)
+    except FleetgateError as err:
+        print(f"fleetgate webhook: cannot start: {err}", file=sys.stderr)
+        return EXIT_FAILED
     directory: Path = args.policies
 
     def load() -> PolicySet:
@@ -134,7 +143,6 @@ def run(args: argparse.Namespace) -> int:
     )
     if not holder.reload():
         log.error("no valid policy set in %s; serving 503 until one loads", directory)
-    fleet = _fleet(args.fleet)
     app = create_app(holder, fleet=fleet)
     stats = app.extensions["fleetgate.metrics"]
     tls = None if args.insecure_http else (args.tls_cert, args.tls_key)
@@ -184,13 +192,29 @@ def _tune_for_latency() -> None:
 
 
 def _fleet(paths: list[Path]) -> Fleet | None:
+    """The fleet of the --fleet files; FleetgateError naming each file that cannot be read.
+
+    A file that cannot be read stops the start: serving with the fit check silently off (or
+    PriorityClass values silently 0) would admit what the user asked to refuse. Malformed
+    objects in a readable file are left out with a warning, as ``dry-run`` does.
+    """
+    from engine.errors import FleetgateError
+    from engine.fleet.files import read_objects
+    from engine.fleet.snapshot import build_snapshot
     from webhook.fit import Fleet
 
     if not paths:
         return None
-    fleet, issues = Fleet.from_files(paths)
-    for issue in issues:
+    objects, problems = read_objects(paths)
+    if problems:
+        lines = "\n".join(str(problem) for problem in problems)
+        raise FleetgateError(f"the --fleet snapshot cannot be read:\n{lines}")
+    snapshot = build_snapshot(objects)
+    for issue in snapshot.errors:
         log.warning("fleet snapshot: %s", issue)
+    fleet = Fleet.from_snapshot(snapshot)
+    if not snapshot.clusters:
+        log.warning("fit check off: the --fleet files hold no Cluster")
     log.info(
         "fit check over %d cluster(s)%s",
         len(fleet.clusters),

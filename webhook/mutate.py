@@ -9,6 +9,9 @@ out of scope (SchedulingPolicy ``scope``)   none
 in scope, not admitted                      suspend scheduling, label managed, annotate the
                                             policy version and queued-at; none when already
                                             suspended and labelled
+in scope, placed (``spec.clusters``) but    adopt: suspend, label managed, annotate
+not admitted by fleetgate                   ``admitted-at`` (when it was scheduled, else now)
+                                            and ``admitted-to`` (its clusters)
 admitted (``fleetgate.io/admitted-at``),    suspend again, annotate ``fleetgate.io/readmit``
 UPDATE whose demand grew vs oldObject       and a new queued-at (the job waits for re-admission)
 admitted, waiting for re-admission, and     suspend again
@@ -62,6 +65,8 @@ def mutate_binding(request: AdmissionRequest, policies: PolicySet, now: dt.datet
     version = policies.version
     if facts.annotation(ann.ADMITTED_AT) is not None:
         patch, decision = _admitted(request, facts, version, now)
+    elif facts.clusters and facts.annotation(ann.READMIT) is None:
+        patch, decision = _adopt(facts, version, now)
     else:
         patch, decision = _hold(facts, version, now)
     if patch:
@@ -89,6 +94,24 @@ def _hold(facts: rb.BindingFacts, version: str, now: dt.datetime) -> tuple[rb.Pa
     patch += rb.set_entries(facts.labels, "labels", {ann.MANAGED: "true"})
     patch += rb.set_entries(facts.annotations, "annotations", notes)
     return patch, "held"
+
+
+def _adopt(facts: rb.BindingFacts, version: str, now: dt.datetime) -> tuple[rb.Patch, str]:
+    """A binding already placed that fleetgate did not admit (placed before fleetgate was
+    installed, or its annotations lost to a ``kubectl apply`` or a restore): recorded as
+    admitted where it runs, never queued again. The suspension keeps Karmada's scheduler off
+    it; the binding controller still runs it on ``spec.clusters``."""
+    since = ann.parse_time(facts.scheduled_at) if facts.scheduled_at else None
+    notes = {
+        ann.ADMITTED_AT: ann.format_time(since or now),
+        ann.ADMITTED_TO: ",".join(facts.clusters),
+        ann.POLICY_VERSION: version,
+    }
+    patch = rb.suspend(facts)
+    patch += rb.set_entries(facts.labels, "labels", {ann.MANAGED: "true"})
+    patch += rb.set_entries(facts.annotations, "annotations", notes)
+    log.info("adopted %s/%s, placed on %s", facts.namespace, facts.name, notes[ann.ADMITTED_TO])
+    return patch, "adopted"
 
 
 def _admitted(

@@ -20,17 +20,34 @@ from cheroot.ssl.builtin import BuiltinSSLAdapter
 from cheroot.wsgi import Server
 from flask import Flask
 
-from engine.errors import FleetgateError
+from engine.errors import FleetgateError, cannot_read
 from webhook.poll import Poller, fingerprint
 
 log = logging.getLogger(__name__)
 
 
+class CertificateError(FleetgateError):
+    """A serving certificate or key that cannot be loaded; the message names the file."""
+
+
 def tls_context(cert: Path, key: Path) -> ssl.SSLContext:
     """A server context for ``cert`` (PEM, chain allowed) and ``key``; TLS 1.2 or newer."""
+    for what, path in (("certificate", cert), ("key", key)):
+        try:
+            with Path(path).open("rb"):
+                pass
+        except OSError as err:  # OpenSSL's own error would not say which file
+            raise CertificateError(f"{what} {path}: {cannot_read(err)}") from err
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
-    context.load_cert_chain(str(cert), str(key))
+    try:
+        context.load_cert_chain(str(cert), str(key))
+    except OSError as err:  # ssl.SSLError is one
+        why = err.strerror or str(err)
+        raise CertificateError(
+            f"certificate {cert} and key {key} do not load as a PEM certificate (chain) and "
+            f"its private key: {why}"
+        ) from err
     return context
 
 
@@ -62,7 +79,7 @@ class CertificateReloader:
     def _reload(self) -> None:
         try:
             context = tls_context(*self._files)
-        except (OSError, ssl.SSLError) as err:
+        except CertificateError as err:
             log.warning("serving certificate changed but does not load (%s); keeping the old", err)
             if self._on_reload:
                 self._on_reload(False)
@@ -111,8 +128,9 @@ class WebhookServer:
         if tls is not None:
             cert, key = tls
             before = fingerprint((Path(cert), Path(key)))  # before loading: see Poller
+            context = tls_context(cert, key)  # first: its errors name the file
             adapter = BuiltinSSLAdapter(str(cert), str(key))
-            adapter.context = tls_context(cert, key)
+            adapter.context = context
             self._server.ssl_adapter = adapter
             self.reloader = CertificateReloader(
                 adapter, cert, key, reload_interval, on_certificate_reload, seen=before

@@ -4,7 +4,8 @@ The fleet and policies are built first (not timed). Then ``repeats`` full cycles
 pending jobs with one JobCache, as the reconciler would keep it: the first cycle evaluates the
 mapping CEL of every job, later ones reuse it (``first_cycle_seconds`` reports the cold one).
 ``cycle_seconds`` gives the median of the warm cycles (``warm_cycle_seconds``; the cold one
-alone when ``repeats`` is 1) and the slowest of all, the cold one included.
+alone when ``repeats`` is 1, and then ``p50_of`` says ``cold``) and the slowest of all, the cold
+one included.
 Long-lived state is frozen out of the garbage collector's view (``gc.freeze``, after a full
 collection, so nothing collectable is frozen): the built fleet, and the JobCache once the first
 cycle has filled it, as a long-running process would after warming up. Each timed cycle runs
@@ -86,7 +87,11 @@ def run(jobs: int, clusters: int, queues: int, seed: int, repeats: int) -> dict[
         "queues": queues,
         "seed": seed,
         "pending": pending,
-        "cycle_seconds": {"p50": round(statistics.median(warm), 4), "max": round(max(full), 4)},
+        "cycle_seconds": {
+            "p50": round(statistics.median(warm), 4),
+            "max": round(max(full), 4),
+            "p50_of": "warm" if full[1:] else "cold",
+        },
         "first_cycle_seconds": round(full[0], 4),
         "warm_cycle_seconds": [round(t, 4) for t in full[1:]],
         "incremental_seconds": _summary(incremental),

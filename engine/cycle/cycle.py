@@ -247,7 +247,7 @@ class Cycle:
         return True
 
     def _block(self, jobs: Iterable[PendingJob], head: PendingJob) -> None:
-        message = f"StrictFIFO queue {head.mapped.queue}: waits behind its head {head.ref}"
+        message = f"StrictFIFO queue {head.mapped.queue}: waits behind its head {head.workload_ref}"
         for job in jobs:
             self._decide(job, Reason.BLOCKED_BY_HEAD, message)
 

@@ -57,6 +57,7 @@ class JobCache:
         # id(binding) → (admitted job, its workload, policy version, PriorityClass value, now)
         self._admitted: dict[int, tuple[AdmittedJob, Workload, str, int, dt.datetime]] = {}
         self._admitted_version: str | None = None
+        self._first_seen: dict[str, dt.datetime] = {}  # binding uid (or ref) → first cycle time
 
     def evaluators(self, policies: PolicySet) -> tuple[MemoEvaluator, MemoEvaluator]:
         found = self._evaluators.get(policies.version)
@@ -158,6 +159,18 @@ class JobCache:
             self._admitted = {}  # bounded, and for the latest policy version only
             self._admitted_version = version
         self._admitted[id(job.binding)] = (job, workload, version, priority_value, now)
+
+    def first_seen(self, binding: BindingView, now: dt.datetime) -> dt.datetime:
+        """The ``now`` of the first cycle that read ``binding`` placed without saying when
+        (no admission annotation, no Scheduled condition, no lastScheduledTime): an adopted
+        binding's in-flight time counts from then. Bounded: when full, it starts again."""
+        key = binding.uid or binding.ref
+        found = self._first_seen.get(key)
+        if found is None:
+            if len(self._first_seen) >= self.max_entries:
+                self._first_seen = {}
+            found = self._first_seen[key] = now
+        return found
 
     def priority_value(self, snapshot: Snapshot, name: str | None) -> int | None:
         """``snapshot.priority_value(name)``, remembered while the snapshot's tuple of

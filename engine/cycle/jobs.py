@@ -28,6 +28,7 @@ from engine.policy.model import AdmitOn, SchedulingPolicy
 from engine.policy.policyset import PolicySet
 from engine.resources import PODS, Resources
 from engine.workloads.model import Role, Workload
+from engine.workloads.names import qualified_name
 
 POD = {PODS: 1000}
 
@@ -94,7 +95,7 @@ def workload_ref(binding: BindingView, workload: Workload | None) -> str:
     if workload is not None:
         return workload.ref
     r = binding.resource
-    return f"{r.kind}/{r.namespace}/{r.name}" if r.namespace else f"{r.kind}/{r.name}"
+    return qualified_name(r.api_version, r.kind, r.namespace, r.name)
 
 
 def map_job(
@@ -238,7 +239,12 @@ def read_job(
         if workload is None or mapped is None or len(binding.finished) >= len(binding.clusters):
             return None
         ttl = dt.timedelta(seconds=policies.scheduling.requeue.startup_timeout)
-        held = _admitted(binding, workload, mapped, now, ttl)
+        since = (
+            ann.parse_time(binding.annotations.get(ann.ADMITTED_AT, ""))
+            or binding.scheduled_at
+            or cache.first_seen(binding, now)
+        )
+        held = _admitted(binding, workload, mapped, since, now, ttl)
         if priority_value is not None:
             cache.keep_admitted(held, workload, policies.version, priority_value, now)
         return held
@@ -256,9 +262,11 @@ def read_job(
 
 
 def _is_admitted(binding: BindingView) -> bool:
-    if not binding.clusters or ann.READMIT in binding.annotations:
-        return False
-    return ann.ADMITTED_AT in binding.annotations or not binding.suspended_scheduling
+    """A binding with ``spec.clusters`` is placed, whatever its annotations say: admitted by
+    fleetgate, placed by Karmada before fleetgate was installed, or stripped of its annotations
+    by a ``kubectl apply`` or a restore. It holds what it uses and is never admitted again.
+    The one exception: a binding waiting for re-admission after its demand grew."""
+    return bool(binding.clusters) and ann.READMIT not in binding.annotations
 
 
 def _pending(
@@ -318,12 +326,13 @@ def _admitted(
     binding: BindingView,
     workload: Workload,
     mapped: Mapped,
+    admitted_at: dt.datetime,
     now: dt.datetime,
     ttl: dt.timedelta,
 ) -> AdmittedJob:
-    admitted_at = ann.parse_time(binding.annotations.get(ann.ADMITTED_AT, "")) or (
-        binding.created_at or EPOCH
-    )
+    """A placed job: it holds its pods on each of its clusters that has not finished, and a
+    cluster whose status does not show it applied yet is in flight (its room reserved) until
+    the startup timeout after ``admitted_at``."""
     groups = pod_groups(workload.roles)
     split = workload.resizable and len(groups) == 1 and any(n for _, n in binding.clusters)
     pods: dict[str, tuple[PodGroup, ...]] = {}

@@ -56,6 +56,37 @@ def allowed(queue: Queue) -> bool:
     )
 
 
+def reclaimable(
+    quota: QuotaTree,
+    leaf: QuotaNode,
+    demand: Mapping[str, int],
+    needs: tuple[str, ...],
+    short: Mapping[str, int],
+    index: VictimIndex,
+) -> dict[str, tuple[str, ...]]:
+    """The queues a job of ``leaf`` may reclaim from, each with the resources it keeps its
+    guarantee of: the resources the job is short of.
+
+    Short of quota: the resources of ``short``. The job must fit its queue's guarantee in
+    them, and a queue is reclaimed when it borrows in one of them; that taking a victim puts
+    its queue further below its guarantee of anything else (cpu and memory beside borrowed
+    GPUs, typically) does not count, as in Kueue, which looks at the resources the preemptor
+    needs preemption for. Short of room only: each resource the job needs that the queue
+    borrows now (it may give up what it borrows, not what it is guaranteed).
+    """
+    contested = tuple(r for r in needs if short.get(r, 0))
+    if not quota.within_guarantee(leaf, {r: demand[r] for r in contested or needs}):
+        return {}
+    if contested:
+        return dict.fromkeys(sorted(index.borrowers(quota, contested) - {leaf.name}), contested)
+    found = {}
+    for name in sorted(index.borrowers(quota, needs) - {leaf.name}):
+        node = quota.node(name)
+        if node is not None:
+            found[name] = tuple(r for r in needs if quota.borrowing(node, (r,)))
+    return found
+
+
 class Search:
     """One preemption attempt for ``job``: who may be taken, and what quota it is short of."""
 
@@ -70,16 +101,13 @@ class Search:
         self.job, self.leaf, self.quota, self.index = job, leaf, quota, index
         needs = tuple(r for r in quota.resources if job.demand.get(r, 0))
         self.needs = needs
-        owners: frozenset[str] = frozenset()
-        if (
-            queue.preemption.reclaim == ReclaimPolicy.ANY
-            and needs
-            and quota.within_guarantee(leaf, job.demand)
-        ):
-            owners = index.borrowers(quota, needs) - {leaf.name}
-        self.owners = owners
-        self.lower = queue.preemption.within_queue == WithinQueuePreemption.LOWER_PRIORITY
         self.short = quota.deficit(leaf, job.demand)
+        # reclaimed queue → the resources it keeps its guarantee of (``guarded``)
+        self._guarded: dict[str, tuple[str, ...]] = {}
+        if queue.preemption.reclaim == ReclaimPolicy.ANY and needs:
+            self._guarded = reclaimable(quota, leaf, job.demand, needs, self.short, index)
+        self.owners = frozenset(self._guarded)
+        self.lower = queue.preemption.within_queue == WithinQueuePreemption.LOWER_PRIORITY
         self._quota_candidates: list[AdmittedJob] | None = None
         # a cluster's search ended with the shortfall left, or needing too many victims for it
         self.quota_failed = False
@@ -87,6 +115,10 @@ class Search:
         self._within: dict[str, list[AdmittedJob]] | None = None  # cluster → own-queue victims
         self._quota_fewest: tuple[int | None] | None = None  # (bound,) once computed
         self._near: dict[str, list[AdmittedJob]] = {}
+
+    def guarded(self, queue: str) -> tuple[str, ...]:
+        """The resources reclaimed queue ``queue`` keeps its guarantee of."""
+        return self._guarded.get(queue, ())
 
     # --- candidates ----------------------------------------------------------------------------
     def eligible(self, victim: AdmittedJob) -> bool:
@@ -208,7 +240,7 @@ class Search:
         most = {node.name: most for node, _, most in self.pool().queues}
         if not could_clear(self.short, candidates, TRIED, most):
             return False
-        taking = Taking(quota, self.job, self.leaf, self.owners, self.short)
+        taking = Taking(quota, self.job, self.leaf, self._guarded, self.short)
         tried = 0
         with quota.trial():
             try:
@@ -300,7 +332,7 @@ class Search:
         self, cluster: ClusterState, sequence: Sequence[AdmittedJob], room_fits: bool
     ) -> list[AdmittedJob]:
         job, name = self.job, cluster.name
-        taking = Taking(self.quota, job, self.leaf, self.owners, self.short)
+        taking = Taking(self.quota, job, self.leaf, self._guarded, self.short)
         # with room here from the start, every victim is taken for quota alone: what fails here
         # for quota fails on every cluster (the same candidates, in the same order)
         conclusive = bool(self.short) and room_fits

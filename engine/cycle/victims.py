@@ -184,24 +184,25 @@ class Taking:
         quota: QuotaTree,
         job: PendingJob,
         leaf: QuotaNode,
-        owners: frozenset[str],
+        guarded: Mapping[str, tuple[str, ...]],
         short: Mapping[str, int],
     ) -> None:
-        self.quota, self.job, self.leaf, self.owners = quota, job, leaf, owners
+        self.quota, self.job, self.leaf = quota, job, leaf
+        self.guarded = guarded  # reclaimed queue → the resources it keeps its guarantee of
         self.short = dict(short)
         self.out: dict[str, tuple[QuotaNode, Mapping[str, int]]] = {}  # taken out of quota
         self._waiting: list[tuple[str, QuotaNode, Mapping[str, int]]] = []  # taken, not yet out
         self._freed: dict[str, int] = {}  # of the shortfall's resources, by the waiting victims
-        self._taken_from: dict[str, dict[str, int]] = {}  # reclaimed queue → demand taken
+        # reclaimed queue → demand taken and not yet out of quota (``settle``)
+        self._taken_from: dict[str, dict[str, int]] = {}
 
     def take(self, victim: AdmittedJob) -> bool:
         """Take ``victim`` (False: its queue is reclaimed and would fall below its guarantee)."""
         quota, queue = self.quota, victim.mapped.queue
         owner = quota.node(queue)
-        if queue in self.owners:
-            if owner is None or not keeps_guarantee(
-                self.job, quota, owner, victim, self._taken_from
-            ):
+        guarded = self.guarded.get(queue)
+        if guarded is not None:
+            if owner is None or not keeps_guarantee(owner, victim, guarded, self._taken_from):
                 return False
             vectors.add_into(self._taken_from.setdefault(queue, {}), victim.demand)
         if owner is None:
@@ -219,8 +220,10 @@ class Taking:
         return True
 
     def settle(self) -> None:
-        """Take every victim taken so far out of quota."""
+        """Take every victim taken so far out of quota. Their queues' usage now shows them
+        gone, so what was taken from reclaimed queues is counted from here on."""
         take_out(self.quota, self._waiting, self.out)
+        self._taken_from = {}
 
 
 def take_out(
@@ -264,18 +267,16 @@ def stays_at_guarantee(owner: QuotaNode, demand: Mapping[str, int], needs: Seque
 
 
 def keeps_guarantee(
-    job: PendingJob,
-    quota: QuotaTree,
     owner: QuotaNode,
     victim: AdmittedJob,
+    guarded: Sequence[str],
     taken_from: Mapping[str, Mapping[str, int]],
 ) -> bool:
-    """Whether taking ``victim`` too leaves its queue at or above its guarantee in every
-    resource the job needs that the taken jobs hold."""
+    """Whether taking ``victim`` too leaves its queue at or above its guarantee in each of
+    ``guarded`` (the resources the preemptor is short of) that the taken jobs hold."""
     before = taken_from.get(owner.name)
     taken = vectors.total([(before, 1), (victim.demand, 1)]) if before else victim.demand
-    needs = [r for r in quota.resources if job.demand.get(r, 0)]
-    return stays_at_guarantee(owner, taken, needs)
+    return stays_at_guarantee(owner, taken, guarded)
 
 
 def merged(
@@ -306,6 +307,8 @@ class Asking(Protocol):
 
     def eligible(self, victim: AdmittedJob) -> bool: ...
 
+    def guarded(self, queue: str) -> tuple[str, ...]: ...
+
 
 def make_pool(search: Asking, short: tuple[str, ...]) -> Pool:
     """``Search.pool``: the reclaimed queues' victims and the job's own queue's eligible
@@ -318,7 +321,7 @@ def make_pool(search: Asking, short: tuple[str, ...]) -> Pool:
         if node is None:
             continue
         reclaim = q in search.owners
-        victims, most, held = index.freeing(node, short, needs if reclaim else None)
+        victims, most, held = index.freeing(node, short, search.guarded(q) if reclaim else None)
         if not reclaim:
             victims = tuple(v for v in victims if search.eligible(v))
             most = vectors.total((v.demand, 1) for v in victims)

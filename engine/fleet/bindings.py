@@ -5,6 +5,7 @@ Reads v1alpha2 (the storage version); v1alpha1 objects have the same fields used
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Mapping
 from typing import Any
 
@@ -15,6 +16,7 @@ from engine.fleet.fields import (
     expect_mapping,
     expect_str,
     metadata,
+    timestamp,
 )
 from engine.fleet.frozen import FrozenDict
 from engine.fleet.model import BindingView, Component, ObjectRef
@@ -76,6 +78,7 @@ def read_binding(obj: Mapping[str, Any]) -> BindingView:
         labels=meta.labels,
         annotations=meta.annotations,
         created_at=meta.created_at,
+        scheduled_at=_scheduled_at(status),
     )
 
 
@@ -188,6 +191,20 @@ def is_finished(job_status: Any) -> bool:
         if isinstance(value, str) and value in states:
             return True
     return False
+
+
+def _scheduled_at(status: Mapping[str, Any]) -> dt.datetime | None:
+    """When the binding was placed: its ``Scheduled=True`` condition's lastTransitionTime, else
+    ``status.lastScheduledTime``."""
+    for i, raw in enumerate(expect_list(status.get("conditions"), "status.conditions")):
+        item = expect_mapping(raw, f"status.conditions[{i}]")
+        if item.get("type") == "Scheduled" and item.get("status") == "True":
+            since = timestamp(
+                item.get("lastTransitionTime"), f"status.conditions[{i}].lastTransitionTime"
+            )
+            if since is not None:
+                return since
+    return timestamp(status.get("lastScheduledTime"), "status.lastScheduledTime")
 
 
 def _conditions(status: Mapping[str, Any]) -> FrozenDict[str, str]:

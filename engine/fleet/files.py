@@ -1,17 +1,23 @@
 """Snapshot files → (source, object) pairs. The only module of engine.fleet that touches files.
 
 A file holds what ``kubectl get … -o yaml`` prints: one ``kind: List`` or several YAML documents
-(JSON is YAML too). A directory stands for its ``*.yaml``, ``*.yml`` and ``*.json`` files.
+(JSON is YAML too). A directory stands for its ``*.yaml``, ``*.yml`` and ``*.json`` files, searched
+recursively.
+
+What cannot be read becomes an ``IssueCode.UNREADABLE`` issue in the words every command uses
+(``engine.errors``): a missing path, a file that is not UTF-8 text, a YAML syntax error, a
+document that is not an object, a directory with no file to read.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from engine.errors import cannot_read, no_files_in, not_an_object, yaml_syntax
 from engine.fleet.model import IssueCode, SnapshotIssue
 
 SUFFIXES = (".yaml", ".yml", ".json")
@@ -27,50 +33,51 @@ def read_objects(
     objects: list[tuple[str, Mapping[str, Any]]] = []
     issues: list[SnapshotIssue] = []
     for path in _expand(paths):
+        if isinstance(path, SnapshotIssue):
+            issues.append(path)
+            continue
         source = str(path)
         try:
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as err:
-            issues.append(
-                SnapshotIssue(source, "", "", f"cannot read: {err}", IssueCode.UNREADABLE)
-            )
+            issues.append(_unreadable(source, cannot_read(err)))
             continue
+        loader = yaml.SafeLoader(text)
         try:
-            for index, document in enumerate(yaml.safe_load_all(text)):
+            while loader.check_node():
+                node = loader.get_node()
+                document = loader.construct_document(node)
                 if document is None:
                     continue
                 if isinstance(document, Mapping):
                     objects.append((source, document))
                 else:
-                    issues.append(
-                        SnapshotIssue(
-                            source,
-                            "",
-                            f"document {index + 1}",
-                            f"expected an object, got {type(document).__name__}",
-                            IssueCode.UNREADABLE,
-                        )
-                    )
+                    issues.append(_unreadable(source, not_an_object(document), node.start_mark))
+        except yaml.MarkedYAMLError as err:
+            problem = err.problem or err.context or "invalid YAML"
+            issues.append(
+                _unreadable(source, yaml_syntax(problem), err.problem_mark or err.context_mark)
+            )
         except yaml.YAMLError as err:
-            issues.append(_yaml_issue(source, err))
+            issues.append(_unreadable(source, yaml_syntax(str(err))))
+        finally:
+            loader.dispose()
     return objects, issues
 
 
-def _expand(paths: Iterable[str | Path]) -> list[Path]:
-    result: list[Path] = []
+def _expand(paths: Iterable[str | Path]) -> Iterator[Path | SnapshotIssue]:
+    """The files to read, in the order given; a directory with none is an issue in its place."""
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            result.extend(
-                sorted(p for p in path.rglob("*") if p.suffix in SUFFIXES and p.is_file())
-            )
+            found = sorted(p for p in path.rglob("*") if p.suffix in SUFFIXES and p.is_file())
+            if not found:
+                yield _unreadable(str(path), no_files_in(SUFFIXES))
+            yield from found
         else:
-            result.append(path)
-    return result
+            yield path
 
 
-def _yaml_issue(source: str, err: yaml.YAMLError) -> SnapshotIssue:
-    mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
-    where = f"line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-    problem = getattr(err, "problem", None) or str(err)
-    return SnapshotIssue(source, "", where, f"invalid YAML: {problem}", IssueCode.UNREADABLE)
+def _unreadable(source: str, message: str, mark: yaml.Mark | None = None) -> SnapshotIssue:
+    line, column = (mark.line + 1, mark.column + 1) if mark is not None else (0, 0)
+    return SnapshotIssue(source, "", "", message, IssueCode.UNREADABLE, line, column)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from fractions import Fraction
 
+from engine.errors import issue_text
 from engine.fleet.affinity import (
     ClusterAffinity,
     LabelSelector,
@@ -172,6 +173,9 @@ class BindingView:
     labels: FrozenDict[str, str]
     annotations: FrozenDict[str, str]
     created_at: dt.datetime | None
+    # when Karmada (or fleetgate) placed it: the Scheduled=True condition's lastTransitionTime,
+    # else status.lastScheduledTime; None when neither says
+    scheduled_at: dt.datetime | None = None
 
     @property
     def ref(self) -> str:
@@ -201,19 +205,23 @@ class IssueCode(StrEnum):
     """A binding whose demand can be read neither from its template nor from the binding."""
     UNREADABLE = "Unreadable"
     """A file that cannot be read or parsed, or a document that is not an object."""
+    UNBOUND = "Unbound"
+    """A job template no binding refers to: Karmada has not propagated it, so it is not decided."""
 
 
 @dataclass(frozen=True, slots=True)
 class SnapshotIssue:
     source: str  # file name, or ""
-    object: str  # Kind/namespace/name or Kind/name
-    path: str  # field path inside the object, or "line N" for a YAML error
+    object: str  # Kind/namespace/name or Kind/name, or ""
+    path: str  # field path inside the object, or ""
     message: str
     code: IssueCode = IssueCode.MALFORMED
+    line: int = 0  # 1-based position in the file where known (YAML errors), else 0
+    column: int = 0
 
     def __str__(self) -> str:
-        parts = [self.source or "-", self.object or "-", self.path or "-", self.message]
-        return f"{self.code}: " + ": ".join(parts)
+        """``FILE:LINE:COL: Kind/name: path: message`` without the parts not known."""
+        return issue_text(self.source, self.line, self.column, self.object, self.path, self.message)
 
 
 @dataclass(frozen=True, slots=True)

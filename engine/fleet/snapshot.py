@@ -11,6 +11,7 @@ import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
+from engine.errors import not_an_object
 from engine.fleet.bindings import BINDING_KINDS, read_binding
 from engine.fleet.clusters import read_cluster
 from engine.fleet.demand import binding_demand
@@ -19,7 +20,9 @@ from engine.fleet.frozen import FrozenDict
 from engine.fleet.model import IssueCode, ObjectKey, Snapshot, SnapshotIssue
 from engine.fleet.priority import read_priority_class
 from engine.fleet.propagation import PERMANENT_ID_LABELS, read_policy
+from engine.workloads.common import object_name
 from engine.workloads.model import DemandError, Workload
+from engine.workloads.names import qualified_name
 from engine.workloads.registry import reader_for
 
 # (API group, kind) → reader of the fleet objects.
@@ -102,10 +105,15 @@ def describe(obj: Mapping[str, Any]) -> str:
     """``Kind/namespace/name`` (or ``Kind/name``) of an object, for issues."""
     meta = obj.get("metadata")
     meta = meta if isinstance(meta, Mapping) else {}
-    name = meta.get("name") or "<unnamed>"
+    try:
+        name = object_name(meta)
+    except DemandError:
+        name = "<unnamed>"
     namespace = meta.get("namespace")
     kind = obj.get("kind") or "<no kind>"
-    return f"{kind}/{namespace}/{name}" if namespace else f"{kind}/{name}"
+    api_version = obj.get("apiVersion")
+    version = api_version if isinstance(api_version, str) else ""
+    return qualified_name(version, str(kind), str(namespace or ""), name)
 
 
 def ref_text(key: ObjectKey) -> str:
@@ -128,7 +136,7 @@ def flatten_lists(
                     source,
                     "",
                     "",
-                    f"expected an object, got {type(obj).__name__}",
+                    not_an_object(obj),
                     IssueCode.UNREADABLE,
                 )
             )

@@ -1,4 +1,4 @@
-"""CEL for fleetgate policies: the only module that imports celpy.
+"""CEL for fleetgate policies: with celnumbers, the only module that imports celpy.
 
 Expressions are parsed, type-checked against the declared variables and compiled once, when a
 policy set loads. Evaluation never raises for a problem in the expression or its data: it returns
@@ -25,7 +25,7 @@ import celpy.celtypes as ct
 import celpy.evaluation
 
 from engine.errors import QuantityError
-from engine.policy import celcheck
+from engine.policy import celcheck, celnumbers
 from engine.policy.access import Path, access_paths
 from engine.policy.celcheck import (
     BOOL,
@@ -117,11 +117,13 @@ def quantity(text: ct.StringType) -> ct.DoubleType | celpy.CELEvalError:
 
 _FUNCTIONS: Mapping[str, Callable[..., Any]] = {"quantity": quantity}
 FUNCTION_SIGS: Mapping[str, FunctionSig] = {"quantity": FunctionSig((STRING,), DOUBLE)}
+# what programs run: the extra functions, and CEL's comparisons across int, uint and double
+_RUNTIME_FUNCTIONS: Mapping[str, Callable[..., Any]] = {**_FUNCTIONS, **celnumbers.OPERATORS}
 
 _ENVIRONMENT = celpy.Environment(runner_class=celpy.CompiledRunner)
 _BASE_GLOBALS: dict[str, Any] = dict(celpy.evaluation.result.__globals__)
 # Transpiled code names extra functions by module path (engine.policy.cel.quantity).
-for _fn in _FUNCTIONS.values():
+for _fn in _RUNTIME_FUNCTIONS.values():
     _root = _fn.__module__.split(".")[0]
     _BASE_GLOBALS[_root] = sys.modules[_root]
 
@@ -210,7 +212,7 @@ def compile_expression(
     if issues:
         return issues
     accesses = access_paths(tree, variables.keys())
-    runner = _ENVIRONMENT.program(tree, functions=dict(_FUNCTIONS))
+    runner = _ENVIRONMENT.program(tree, functions=dict(_RUNTIME_FUNCTIONS))
     transpiler = runner.tp
     return CelProgram(
         text, expected, transpiler.executable_code, transpiler.base_activation, accesses

@@ -1,8 +1,10 @@
 """Static type checker for CEL trees parsed by cel-python (which has no checker of its own).
 
 Walks the lark tree from ``celpy.Environment.compile``, infers a ``CelType`` and collects every
-``TypeIssue`` with its position inside the expression. Only what cel-python 0.5.0 can evaluate
-is accepted: e.g. ``1 + 2.0`` and ``1 == 1u`` are rejected because cel-python fails on them.
+``TypeIssue`` with its position inside the expression. Only what fleetgate can evaluate (cel-python
+0.5.0 with the number comparisons of ``celnumbers``) is accepted: e.g. ``1 + 2.0`` is rejected
+because CEL has no arithmetic across numeric types, while ``1 < 2.0`` and ``1 == 1u`` are
+accepted, as Kubernetes (cel-go) compares int, uint and double with each other.
 """
 
 from __future__ import annotations
@@ -136,6 +138,16 @@ def common(a: CelType, b: CelType) -> CelType | None:
     return None
 
 
+def equatable(a: CelType, b: CelType) -> bool:
+    """Whether ``a == b`` may compare the two types: one type, or numbers of any kinds (CEL puts
+    int, uint and double on one number line), also as the elements of lists and maps."""
+    if common(a, b) or (a.kind in NUMERIC and b.kind in NUMERIC):
+        return True
+    if a.kind == b.kind and a.kind in ("list", "map"):
+        return all(map(equatable, a.params, b.params))
+    return False
+
+
 def _mix_hint(a: CelType, b: CelType, operands: Sequence[Tree]) -> str:
     """For int mixed with double or uint: how to write the int side so the types match."""
     kinds = {a.kind, b.kind}
@@ -231,13 +243,15 @@ class _Checker:
         if op in ("==", "!="):
             if DYN in (a, b) or (NULL in (a, b) and set(kinds) <= NULL_COMPARABLE):
                 return BOOL
-            return BOOL if common(a, b) else None
+            return BOOL if equatable(a, b) else None
         if op == "in":
-            if b == DYN or (b.kind in ("list", "map") and common(a, b.params[0])):
+            if b == DYN or (b.kind in ("list", "map") and equatable(a, b.params[0])):
                 return BOOL
             return None
         if op in ("<", "<=", ">", ">="):
-            return BOOL if DYN in (a, b) or (a == b and a.kind in ORDERED) else None
+            if DYN in (a, b) or (a == b and a.kind in ORDERED) or {a.kind, b.kind} <= NUMERIC:
+                return BOOL
+            return None
         if DYN in (a, b):
             return DYN
         if a == b and a.kind in (NUMERIC if op != "%" else {"int", "uint"}):

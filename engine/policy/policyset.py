@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.errors import PolicyIssue, PolicyLoadError
+from engine.errors import PolicyIssue, PolicyLoadError, not_an_object
 from engine.policy import schema
 from engine.policy.build import Builder, object_ref
 from engine.policy.checks import check_queues
@@ -54,13 +54,26 @@ class PolicySet:
 
 
 def load_policy_set(paths: Iterable[Path | str], revision: str | None = None) -> PolicySet:
-    """Load every policy document under ``paths``; raise PolicyLoadError with all issues."""
-    files, issues = policy_files(Path(p) for p in paths)
+    """Load every policy document under ``paths``; raise PolicyLoadError with all issues.
+
+    Each path must give at least one document: an empty file, like a directory without YAML
+    files, is an error (a wrong path or an empty ConfigMap, not a request for the defaults).
+    """
+    files: list[Path] = []
+    issues: list[PolicyIssue] = []
     documents: list[Document] = []
-    for file in files:
-        docs, problems = read_documents(file)
-        documents.extend(docs)
+    for root in (Path(p) for p in paths):
+        found, problems = policy_files([root])
         issues.extend(problems)
+        files.extend(found)
+        read_before, issues_before = len(documents), len(issues)
+        for file in found:
+            docs, problems = read_documents(file)
+            documents.extend(docs)
+            issues.extend(problems)
+        if found and len(documents) == read_before and len(issues) == issues_before:
+            where = "directory holds" if root.is_dir() else "holds"
+            issues.append(PolicyIssue(str(root), 0, 0, "", "", f"{where} no policy document"))
     builder = Builder()
     valid = []
     for doc in documents:
@@ -128,7 +141,8 @@ def content_digest(documents: Sequence[Document]) -> str:
 
 def _schema_valid(doc: Document, issues: list[PolicyIssue]) -> bool:
     if not isinstance(doc.data, dict):
-        issues.append(_issue(doc, (), "a policy document must be a mapping with apiVersion, kind"))
+        at = doc.position(())
+        issues.append(PolicyIssue(doc.file, at.line, at.column, "", "", not_an_object(doc.data)))
         return False
     problems = schema.validate(doc.data)
     for problem in problems:

@@ -69,7 +69,9 @@ def validate(document: Mapping[str, Any]) -> list[SchemaIssue]:
         return [SchemaIssue(("apiVersion",), f"apiVersion must be {API_VERSION!r}, got {got!r}")]
     if kind not in KINDS:
         known = ", ".join(sorted(KINDS))
-        return [SchemaIssue(("kind",), f"unknown kind {kind!r}; expected one of {known}")]
+        close = difflib.get_close_matches(kind, KINDS, n=1) if isinstance(kind, str) else []
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        return [SchemaIssue(("kind",), f"unknown kind {kind!r}{hint}; expected one of {known}")]
     validator = _validators()[kind]
     issues = [issue for error in validator.iter_errors(document) for issue in _explain(error)]
     return sorted(set(issues), key=lambda i: ([str(p) for p in i.path], i.message))

@@ -14,7 +14,8 @@ from typing import Any
 
 import yaml
 
-from engine.errors import PolicyIssue
+from engine.errors import NO_SUCH_FILE, PolicyIssue, cannot_read, no_files_in, yaml_syntax
+from engine.policy import kustomize
 
 JsonPath = tuple[str | int, ...]
 
@@ -67,7 +68,9 @@ def policy_files(paths: Iterable[Path]) -> tuple[list[Path], list[PolicyIssue]]:
     ".") are skipped: editor files like ``.queues.yaml.swp`` and, in a ConfigMap volume, the
     kubelet's ``..2025_03_10_…/queues.yaml``, the real file behind the ``queues.yaml`` symlink
     (``queues.yaml -> ..data/queues.yaml``, ``..data -> ..2025_03_10_…``). Symlinks are
-    followed, so each document is read once, under its visible name.
+    followed, so each document is read once, under its visible name. A ``kustomization.yaml``
+    is kustomize's, not a policy: skipped, and the one directly in a directory must list every
+    policy file under it (``engine.policy.kustomize``).
     """
     files: list[Path] = []
     issues: list[PolicyIssue] = []
@@ -75,18 +78,24 @@ def policy_files(paths: Iterable[Path]) -> tuple[list[Path], list[PolicyIssue]]:
         if path.is_dir():
             found = sorted(p for p in path.rglob("*") if _is_policy_file(p, path))
             if not found:
-                issues.append(_file_issue(path, "directory holds no .yaml or .yml file"))
+                issues.append(_file_issue(path, no_files_in(_SUFFIXES)))
             files.extend(found)
+            issues.extend(kustomize.unlisted(path, found))
         elif path.is_file():
             files.append(path)
         else:
-            issues.append(_file_issue(path, "no such file or directory"))
+            issues.append(_file_issue(path, NO_SUCH_FILE))
     return files, issues
 
 
 def _is_policy_file(path: Path, directory: Path) -> bool:
     hidden = any(part.startswith(".") for part in path.relative_to(directory).parts)
-    return not hidden and path.suffix in _SUFFIXES and path.is_file()
+    return (
+        not hidden
+        and path.suffix in _SUFFIXES
+        and not kustomize.is_kustomization(path)
+        and path.is_file()
+    )
 
 
 def read_documents(path: Path, text: str | None = None) -> tuple[list[Document], list[PolicyIssue]]:
@@ -96,7 +105,7 @@ def read_documents(path: Path, text: str | None = None) -> tuple[list[Document],
         try:
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as err:
-            return [], [_file_issue(path, f"cannot read: {err}")]
+            return [], [_file_issue(path, cannot_read(err))]
     documents: list[Document] = []
     issues: list[PolicyIssue] = []
     loader = yaml.SafeLoader(text)
@@ -119,11 +128,11 @@ def read_documents(path: Path, text: str | None = None) -> tuple[list[Document],
             index += 1
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark or err.context_mark
-        line, column = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+        line, column = (mark.line + 1, mark.column + 1) if mark else (0, 0)
         problem = err.problem or err.context or "invalid YAML"
-        issues.append(PolicyIssue(name, line, column, "", "", f"YAML syntax: {problem}"))
+        issues.append(PolicyIssue(name, line, column, "", "", yaml_syntax(problem)))
     except yaml.YAMLError as err:
-        issues.append(PolicyIssue(name, 1, 1, "", "", f"YAML: {err}"))
+        issues.append(PolicyIssue(name, 0, 0, "", "", yaml_syntax(str(err))))
     finally:
         loader.dispose()
     return documents, issues
@@ -143,7 +152,7 @@ def format_path(path: Iterable[str | int]) -> str:
 
 
 def _file_issue(path: Path, message: str) -> PolicyIssue:
-    return PolicyIssue(str(path), 1, 1, "", "", message)
+    return PolicyIssue(str(path), 0, 0, "", "", message)
 
 
 def _position(node: yaml.Node) -> Position:

@@ -47,6 +47,30 @@ def unique_name(entry: Mapping[str, Any], key: str, where: str, seen: set[str], 
     return name
 
 
+GENERATED = "*"
+"""Follows the ``generateName`` of an object whose name the API server has not chosen yet."""
+
+
+def object_name(metadata: Mapping[str, Any]) -> str:
+    """``metadata.name``, or for an object named by ``metadata.generateName`` the prefix and "*".
+
+    Manifests for ``kubectl create`` (Kueue's samples, for one) give only ``generateName``, and
+    an admission request to CREATE such an object carries no name yet: ``sample-job-`` is shown
+    as ``sample-job-*``, which no real name can be.
+    """
+    name = metadata.get("name")
+    if name is not None and name != "":
+        if not isinstance(name, str):
+            raise DemandError("metadata.name", f"expected a string, got {name!r}")
+        return name
+    prefix = metadata.get("generateName")
+    if prefix is not None and prefix != "":
+        if not isinstance(prefix, str):
+            raise DemandError("metadata.generateName", f"expected a string, got {prefix!r}")
+        return prefix + GENERATED
+    raise DemandError("metadata.name", "required (or metadata.generateName)")
+
+
 def workload(
     obj: Mapping[str, Any],
     roles: Sequence[Role],
@@ -58,9 +82,7 @@ def workload(
 ) -> Workload:
     """The Workload value for ``obj`` with the metadata every kind shares."""
     metadata = expect_mapping(obj.get("metadata"), "metadata")
-    name = metadata.get("name")
-    if not isinstance(name, str) or not name:
-        raise DemandError("metadata.name", "required")
+    name = object_name(metadata)
     if min_member > sum(role.replicas for role in roles):
         pods = sum(role.replicas for role in roles)
         raise DemandError("", f"gang minimum {min_member} is more than the job's {pods} pods")

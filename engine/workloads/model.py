@@ -9,6 +9,7 @@ from typing import Any
 
 from engine.errors import FleetgateError
 from engine.resources import PODS, Resources
+from engine.workloads.names import qualified_name
 
 
 class DemandError(FleetgateError):
@@ -63,11 +64,8 @@ class Workload:
 
     @property
     def ref(self) -> str:
-        return (
-            f"{self.kind}/{self.namespace}/{self.name}"
-            if self.namespace
-            else (f"{self.kind}/{self.name}")
-        )
+        """How every command and message names the template (``names.qualified_name``)."""
+        return qualified_name(self.api_version, self.kind, self.namespace, self.name)
 
     def to_json(self) -> dict[str, Any]:
         """The ``fleetgate inspect -o json`` shape of one workload."""

@@ -35,11 +35,12 @@ allocation it is Spark's ``getDynamicAllocationInitialExecutors``:
 ``max(instances, initialExecutors, minExecutors)`` with absent values as 0 (the same rule as the
 operator's ``GetInitialExecutorNumber`` in ``pkg/util``), so it can be 0.
 
-Gang minimum: every pod (driver + initial executors). That is what the operator's YuniKorn
-integration asks for (task groups: driver minMember 1 + executors minMember = initial executors).
-The Volcano integration sets PodGroup minMember 1 only because the executors do not exist until
-the driver runs; it still reserves ``minResources`` for the driver and all executors, so the
-whole application has to fit in one cluster either way.
+Gang minimum: with ``batchScheduler: volcano``, 1 (the driver), as the operator's Volcano
+integration (``internal/scheduler/volcano``) writes the PodGroup in cluster mode: minMember 1,
+because the executors do not exist until the driver runs and asks for them, and minResources
+for the driver plus every initial executor (``GetInitialExecutorNumber``, the count above), so
+the demand still counts every pod. Otherwise every pod (driver + initial executors), which is
+what the YuniKorn integration asks for (task groups: driver 1 + executors = initial executors).
 
 Not read: ``spec.driver.template``/``spec.executor.template`` pod templates, client mode (no
 driver pod), and sparkConf keys other than the ones named in ``_CONF``.
@@ -69,6 +70,7 @@ NON_JVM_FACTOR = 0.40  # Constants.NON_JVM_MEMORY_OVERHEAD_FACTOR (Python, R)
 DEFAULT_MEMORY = "1g"  # operator default for driver and executor memory
 DEFAULT_CORES = 1
 DEFAULT_INSTANCES = 1  # operator default when dynamic allocation is off
+VOLCANO = "volcano"  # spec.batchScheduler value of the operator's Volcano integration
 APP_TYPES = {"Java": True, "Scala": True, "Python": False, "R": False}  # type → is JVM
 
 # JavaUtils.byteStringAs suffixes, as bytes.
@@ -257,10 +259,11 @@ def read_spark_application(obj: Mapping[str, Any]) -> Workload:
     priority = _optional_string(
         options.get("priorityClassName"), "spec.batchSchedulerOptions.priorityClassName"
     ) or _optional_string(driver.get("priorityClassName"), "spec.driver.priorityClassName")
+    scheduler = _optional_string(spec.get("batchScheduler"), "spec.batchScheduler")
     return workload(
         obj,
         roles,
-        min_member=sum(role.replicas for role in roles),
+        min_member=1 if scheduler == VOLCANO else sum(role.replicas for role in roles),
         resizable=False,
         priority_class_name=priority,
         queue=_optional_string(options.get("queue"), "spec.batchSchedulerOptions.queue"),

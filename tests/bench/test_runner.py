@@ -14,9 +14,11 @@ def test_the_cycle_p50_is_over_the_warm_cycles_and_the_max_over_all() -> None:
     assert len(warm) == 3
     assert out["cycle_seconds"]["p50"] == round(statistics.median(warm), 4)
     assert out["cycle_seconds"]["max"] == max(out["first_cycle_seconds"], *warm)
+    assert out["cycle_seconds"]["p50_of"] == "warm"
 
 
 def test_one_cycle_is_its_own_p50() -> None:
     out = run(jobs=60, clusters=2, queues=3, seed=1, repeats=1)
     assert out["warm_cycle_seconds"] == []
     assert out["cycle_seconds"]["p50"] == out["first_cycle_seconds"] == out["cycle_seconds"]["max"]
+    assert out["cycle_seconds"]["p50_of"] == "cold"

@@ -9,7 +9,9 @@ Values are built directly (no YAML objects), so a scenario says only what matter
 
 ``used`` nodes are fully allocated; ``at`` is the enqueue time in minutes after the epoch of
 the scenario; ``admitted: east`` makes a job that already runs there (its pods count in the
-cluster's allocated and its queue's usage); ``backoffUntil`` (RFC 3339) and ``attempts`` mark a
+cluster's allocated and its queue's usage); ``adopted: true`` drops fleetgate's admission
+annotations from such a job (placed before fleetgate was installed, or its annotations lost:
+its Scheduled condition gives the time); ``backoffUntil`` (RFC 3339) and ``attempts`` mark a
 requeued job.
 """
 
@@ -153,6 +155,7 @@ def job(spec: Mapping[str, Any]) -> tuple[BindingView, Workload]:
     annotations: dict[str, str] = {ann.QUEUED_AT: ann.format_time(created)}
     clusters: tuple[tuple[str, int], ...] = ()
     applied: dict[str, bool] = {}
+    scheduled_at: dt.datetime | None = None
     admitted = spec.get("admitted")
     if admitted:
         placed = admitted if isinstance(admitted, Mapping) else {admitted: workload.pods}
@@ -162,6 +165,9 @@ def job(spec: Mapping[str, Any]) -> tuple[BindingView, Workload]:
         applied = {c: not spec.get("inFlight", False) for c in placed}
         if spec.get("inFlight"):
             annotations[ann.ADMITTED_AT] = ann.format_time(NOW - dt.timedelta(minutes=1))
+        if spec.get("adopted"):  # placed before fleetgate, or its annotations lost
+            scheduled_at = dt.datetime.fromisoformat(annotations.pop(ann.ADMITTED_AT))
+            del annotations[ann.ADMITTED_TO]
     if "backoffUntil" in spec:
         annotations[ann.BACKOFF_UNTIL] = spec["backoffUntil"]
     if "attempts" in spec:
@@ -190,6 +196,7 @@ def job(spec: Mapping[str, Any]) -> tuple[BindingView, Workload]:
         labels=FrozenDict({ann.MANAGED: "true"}),
         annotations=FrozenDict(annotations),
         created_at=created,
+        scheduled_at=scheduled_at,
     )
     return binding, workload
 

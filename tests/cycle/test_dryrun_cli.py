@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -60,7 +61,7 @@ def test_json_follows_the_contract(capsys: pytest.CaptureFixture[str]) -> None:
     assert (head["action"], head["reason"], head["position"]) == ("Pending", "WaitingForQuota", 1)
     behind = by_job["PyTorchJob/research/resnet-ablation"]
     assert (behind["reason"], behind["position"]) == ("BlockedByHead", 2)
-    inference = by_job["Job/inference/summarize-backfill"]
+    inference = by_job["Job.batch.volcano.sh/inference/summarize-backfill"]
     assert inference["clusters"] == [{"name": "gpu-west", "replicas": 2}]
     assert by_job["RayJob/research/vit-probe"]["clusters"][0]["name"] == "gpu-east"
     queues = {q["name"]: q for q in result["queues"]}
@@ -121,3 +122,62 @@ def test_bad_now_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
         main([*ARGS[:-1], "yesterday"])
     assert exit_info.value.code == 2
     assert "not an RFC 3339 time" in capsys.readouterr().err
+
+
+def unreadable_snapshots(tmp_path: Path) -> dict[str, tuple[Path, str]]:
+    """Snapshots that cannot be read: (path, the error line naming the file)."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "notes.txt").write_text("no snapshot here")
+    binary = tmp_path / "binary.yaml"
+    binary.write_bytes(b"\xff\xfe\x00kind")
+    prose = tmp_path / "prose.yaml"
+    prose.write_text("kubectl get clusters was not run\n")
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("kind: List\nitems: [\n")
+    missing = tmp_path / "missing.yaml"
+    return {
+        "missing": (missing, f"{missing}: no such file or directory"),
+        "unreadable": (binary, f"{binary}: cannot read: not UTF-8 text (byte 0xff at offset 0)"),
+        "directory without YAML": (
+            empty,
+            f"{empty}: directory holds no .yaml, .yml or .json file",
+        ),
+        "not YAML": (broken, f"{broken}:3:1: YAML syntax: expected the node content, but found"),
+        "not an object": (
+            prose,
+            f"{prose}:1:1: expected an object with apiVersion and kind, got a string",
+        ),
+    }
+
+
+@pytest.mark.parametrize(
+    "case", ["missing", "unreadable", "directory without YAML", "not YAML", "not an object"]
+)
+@pytest.mark.parametrize("output", ["table", "json"])
+def test_a_snapshot_that_cannot_be_read_is_an_error(
+    case: str, output: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path, line = unreadable_snapshots(tmp_path)[case]
+    good = str(REPO / "examples" / "fleet-snapshot.yaml")
+    code = main([*ARGS[:4], good, str(path), *ARGS[5:], "-o", output])
+    out, err = capsys.readouterr()
+    assert code == 1
+    assert out == ""  # no decisions on part of a fleet
+    assert err.splitlines()[0].startswith(line)
+    assert "snapshot cannot be read; no cycle was run" in err
+
+
+def test_malformed_objects_in_a_readable_snapshot_stay_warnings(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    extra = tmp_path / "extra.yaml"
+    extra.write_text(
+        "apiVersion: cluster.karmada.io/v1alpha1\nkind: Cluster\n"
+        "metadata: {name: odd}\nspec: {taints: oops}\n"
+    )
+    code = main([*ARGS[:5], str(extra), *ARGS[5:]])
+    out, _ = capsys.readouterr()
+    assert code == 0
+    [warning] = [line for line in out.splitlines() if line.startswith("warning: ")]
+    assert warning.startswith(f"warning: {extra}: Cluster/odd: spec.taints: ")

@@ -197,7 +197,8 @@ def test_yaml_errors_name_file_and_line(tmp_path: Path) -> None:
         (str(bad), IssueCode.UNREADABLE),
         (str(tmp_path / "missing.yaml"), IssueCode.UNREADABLE),
     ]
-    assert issues[0].path.startswith("line 6")
+    assert (issues[0].line, issues[0].column) == (6, 1)
+    assert str(issues[0]) == f"{bad}:6:1: YAML syntax: expected ',' or ']', but got '<stream end>'"
 
 
 def test_a_directory_reads_its_yaml_files(tmp_path: Path) -> None:

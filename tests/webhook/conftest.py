@@ -19,9 +19,10 @@ from webhook.serve import WebhookServer
 
 @pytest.fixture
 def policy_dir(tmp_path: Path) -> Path:
-    """A private copy of the example policy set, free to edit."""
+    """A private copy of the example policy set, free to edit: the files of the policy
+    ConfigMap as the webhook's volume holds them (without policies/kustomization.yaml)."""
     live = tmp_path / "live-policies"
-    shutil.copytree(REPO / "policies", live)
+    shutil.copytree(REPO / "policies", live, ignore=shutil.ignore_patterns("kustomization.yaml"))
     return live
 
 

@@ -311,3 +311,78 @@ def test_patched_cluster_binding_validates_against_the_karmada_crd(client, karma
     binding["kind"] = "ClusterResourceBinding"
     del binding["metadata"]["namespace"]
     jsonschema.validate(apply_patch(binding, patch_of(mutate(client, binding)[0])), schema)
+
+
+def placed_without_fleetgate(status: dict | None = None) -> dict:
+    """A binding Karmada placed before fleetgate was installed: spec.clusters and a Scheduled
+    condition, none of fleetgate's labels or annotations, not suspended."""
+    binding = admitted_binding()
+    meta = binding["metadata"]
+    meta["labels"] = {k: v for k, v in meta["labels"].items() if not k.startswith("fleetgate.io/")}
+    meta["annotations"] = {
+        k: v for k, v in meta["annotations"].items() if not k.startswith("fleetgate.io/")
+    }
+    binding["spec"].pop("suspension", None)
+    binding["status"] = (
+        status
+        if status is not None
+        else {
+            "schedulerObservedGeneration": 2,
+            "conditions": [
+                {
+                    "type": "Scheduled",
+                    "status": "True",
+                    "reason": "Success",
+                    "message": "",
+                    "lastTransitionTime": "2025-03-01T08:00:00Z",
+                },
+                {
+                    "type": "FullyApplied",
+                    "status": "True",
+                    "reason": "FullyAppliedSuccess",
+                    "message": "",
+                    "lastTransitionTime": "2025-03-01T08:00:05Z",
+                },
+            ],
+            "aggregatedStatus": [{"clusterName": "gpu-west", "applied": True, "health": "Healthy"}],
+        }
+    )
+    return binding
+
+
+def test_a_placed_binding_is_adopted_not_queued(client, holder, karmada_crds):
+    old = placed_without_fleetgate()
+    new = copy.deepcopy(old)
+    new["metadata"]["labels"]["team"] = "data"  # the next UPDATE fleetgate sees
+    answer, _ = mutate(client, new, operation="UPDATE", old=old)
+    patched = apply_patch(new, patch_of(answer))
+    notes = patched["metadata"]["annotations"]
+    assert notes[ann.ADMITTED_AT] == "2025-03-01T08:00:00Z"  # when Karmada scheduled it
+    assert notes[ann.ADMITTED_TO] == "gpu-west"
+    assert notes[ann.POLICY_VERSION] == holder.current.version
+    assert ann.QUEUED_AT not in notes and ann.READMIT not in notes
+    assert patched["metadata"]["labels"][ann.MANAGED] == "true"
+    assert patched["spec"]["suspension"] == {"scheduling": True}  # Karmada's scheduler keeps off
+    assert patched["spec"]["clusters"] == old["spec"]["clusters"]  # never moved
+    assert answer["response"]["auditAnnotations"]["decision"] == "adopted"
+    jsonschema.validate(patched, crd_schema(karmada_crds, "work.karmada.io_resourcebindings.yaml"))
+    # adopted: the next update is an admitted binding's, with nothing to change
+    again, _ = mutate(client, patched, operation="UPDATE", old=patched)
+    assert patch_of(again) == []
+
+
+def test_an_adopted_binding_without_a_schedule_time_is_admitted_as_of_now(client):
+    binding = placed_without_fleetgate(status={})
+    answer = mutate(client, binding, operation="UPDATE", old=binding)[0]
+    patched = apply_patch(binding, patch_of(answer))
+    assert patched["metadata"]["annotations"][ann.ADMITTED_AT] == NOW_TEXT
+    assert patched["metadata"]["annotations"][ann.ADMITTED_TO] == "gpu-west"
+
+
+def test_a_placed_binding_waiting_for_readmission_is_not_adopted(client):
+    binding = placed_without_fleetgate()
+    binding["metadata"]["annotations"][ann.READMIT] = "2025-03-10T09:59:00Z"
+    answer = mutate(client, binding, operation="UPDATE", old=binding)[0]
+    patched = apply_patch(binding, patch_of(answer))
+    assert ann.ADMITTED_AT not in patched["metadata"]["annotations"]
+    assert patched["spec"]["suspension"]["scheduling"] is True

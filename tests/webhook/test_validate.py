@@ -268,3 +268,53 @@ def test_an_update_that_leaves_spec_and_labels_alone_is_always_allowed(client):
 def test_the_example_jobs_are_allowed(client, kind, name):
     response, _ = validate(client, example(kind, name))
     assert response["allowed"] is True, response
+
+
+def generated(job: dict, prefix: str) -> dict:
+    """``job`` as ``kubectl create`` sends it from a manifest with generateName: no name yet."""
+    del job["metadata"]["name"]
+    job["metadata"]["generateName"] = prefix
+    return job
+
+
+def test_a_create_named_by_generate_name_is_judged_like_any_job(client, policy_dir, holder):
+    add_policy(
+        policy_dir,
+        holder,
+        "names",
+        """
+        enforcement: Warn
+        validations:
+          - expression: "false"
+            messageExpression: >-
+              "job.name " + job.name + ", object.metadata.generateName "
+              + object.metadata.generateName + ("name" in object.metadata ? ", named" : ", no name")
+        """,
+    )
+    sent = generated(pytorchjob(), "llama-pretrain-")
+    assert review(sent)["request"]["name"] == ""
+    response, _ = validate(client, sent)
+    assert response["allowed"] is True
+    assert response["auditAnnotations"]["queue"] == "research-training"
+    assert response["warnings"] == [
+        "names: job.name llama-pretrain-*, object.metadata.generateName llama-pretrain-, no name"
+    ]
+
+
+def test_a_denied_job_named_by_generate_name_is_named_with_a_star(client):
+    response, _ = validate(client, generated(pytorchjob(workers=8), "llama-pretrain-"))
+    assert response["allowed"] is False
+    assert response["status"]["code"] == 403
+    assert response["status"]["message"].startswith(
+        "fleetgate denied PyTorchJob/research/llama-pretrain-*: "
+    )
+    assert "72 GPUs" in response["status"]["message"]
+
+
+def test_a_create_with_neither_name_nor_generate_name_is_unreadable(client):
+    job = pytorchjob()
+    del job["metadata"]["name"]
+    response, _ = validate(client, job)
+    assert response["allowed"] is False
+    assert response["status"]["code"] == 422
+    assert "metadata.name: required (or metadata.generateName)" in response["status"]["message"]

@@ -258,3 +258,62 @@ def test_a_port_in_use_exits_1(tmp_path):
         )
     assert done.returncode == 1
     assert "cannot start" in done.stderr
+
+
+def refused(args: list[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "webhook", "--policies", str(REPO / "policies"), *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=PATIENCE_S,
+    )
+
+
+def test_a_fleet_snapshot_that_cannot_be_read_refuses_to_start(tmp_path):
+    missing = tmp_path / "nope.yaml"
+    done = refused(["--insecure-http", "--port", "0", "--fleet", str(missing)])
+    assert done.returncode == 1
+    assert f"{missing}: no such file or directory" in done.stderr
+    assert "cannot start" in done.stderr
+    assert "serving" not in done.stderr
+
+
+def test_a_fleet_snapshot_with_malformed_objects_only_warns(tmp_path):
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text(
+        (REPO / "examples" / "fleet-snapshot.yaml").read_text()
+        + "---\napiVersion: cluster.karmada.io/v1alpha1\nkind: Cluster\n"
+        "metadata: {name: odd}\nspec: {taints: oops}\n"
+    )
+    process, _, log = start(
+        [
+            *("--policies", str(REPO / "policies"), "--insecure-http"),
+            *("--host", "127.0.0.1", "--port", "0", "--fleet", str(fleet)),
+        ]
+    )
+    try:
+        assert f"fleet snapshot: {fleet}: Cluster/odd: spec.taints: " in log
+    finally:
+        assert stop(process) == 0
+
+
+@pytest.mark.parametrize("bad", ["cert", "key"])
+def test_a_missing_certificate_or_key_is_named(bad, tmp_path):
+    cert, key, _, _ = write_certificates(tmp_path / "tls")
+    missing = tmp_path / f"no-{bad}.pem"
+    files = {"cert": cert, "key": key, bad: missing}
+    done = refused(
+        ["--tls-cert", str(files["cert"]), "--tls-key", str(files["key"]), "--port", "0"]
+    )
+    assert done.returncode == 1
+    what = {"cert": "certificate", "key": "key"}[bad]
+    assert f"cannot start: {what} {missing}: no such file or directory" in done.stderr
+
+
+def test_a_certificate_that_does_not_load_names_both_files(tmp_path):
+    cert, key, _, _ = write_certificates(tmp_path / "tls")
+    cert.write_text("not a certificate\n")
+    done = refused(["--tls-cert", str(cert), "--tls-key", str(key), "--port", "0"])
+    assert done.returncode == 1
+    assert f"cannot start: certificate {cert} and key {key} do not load as a PEM" in done.stderr

@@ -281,6 +281,29 @@ def test_spark_application_demand(obj, roles, min_member):
     assert workload.pods == sum(replicas for _, replicas, _ in roles)
 
 
+def test_with_volcano_the_gang_minimum_is_the_driver_and_the_demand_is_every_pod():
+    """The operator's Volcano PodGroup: minMember 1 (the driver runs first and asks for its
+    executors), minResources for the driver and every initial executor."""
+    workload = read_workload(
+        app(
+            executor={"instances": 1, "memory": "512m"},
+            batchScheduler="volcano",
+            dynamicAllocation={"enabled": True, "initialExecutors": 3, "maxExecutors": 10},
+        )
+    )
+    assert workload.min_member == 1
+    assert [(r.name, r.replicas) for r in workload.roles] == [("driver", 1), ("executor", 3)]
+    assert workload.total == res(4, 4 * (512 + 384)) + {"pods": 4}
+
+
+@pytest.mark.parametrize("scheduler", ["yunikorn", "kube-scheduler", "Volcano"])
+def test_other_batch_schedulers_gang_every_pod(scheduler):
+    workload = read_workload(
+        app(executor={"instances": 2, "memory": "512m"}, batchScheduler=scheduler)
+    )
+    assert workload.min_member == 3
+
+
 def test_batch_scheduler_options_give_the_queue_and_priority_hints():
     workload = read_workload(
         app(
@@ -430,6 +453,11 @@ MALFORMED = [
         ),
         'spec.sparkConf["spark.memory.offHeap.size"]',
         id="a bad off-heap size names the sparkConf key",
+    ),
+    pytest.param(
+        broken(["spec", "batchScheduler"], ["volcano"]),
+        "spec.batchScheduler",
+        id="a batchScheduler that is not a string names spec.batchScheduler",
     ),
     pytest.param(broken(["spec"], "x"), "spec", id="a spec that is not an object names spec"),
 ]
