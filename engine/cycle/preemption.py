@@ -40,7 +40,15 @@ from engine.cycle.bounds import (
 from engine.cycle.capacity import ClusterState
 from engine.cycle.jobs import AdmittedJob, PendingJob
 from engine.cycle.quota import QuotaNode, QuotaTree
-from engine.cycle.victims import Pool, Taking, VictimIndex, make_pool, merged, put_back
+from engine.cycle.victims import (
+    Pool,
+    Taking,
+    VictimIndex,
+    make_pool,
+    merged,
+    put_back,
+    reclaimable,
+)
 from engine.policy.model import Queue, ReclaimPolicy, WithinQueuePreemption
 
 MOST_VICTIMS = 100  # a job that would need more victims than this waits instead
@@ -54,37 +62,6 @@ def allowed(queue: Queue) -> bool:
         preemption.reclaim == ReclaimPolicy.ANY
         or preemption.within_queue == WithinQueuePreemption.LOWER_PRIORITY
     )
-
-
-def reclaimable(
-    quota: QuotaTree,
-    leaf: QuotaNode,
-    demand: Mapping[str, int],
-    needs: tuple[str, ...],
-    short: Mapping[str, int],
-    index: VictimIndex,
-) -> dict[str, tuple[str, ...]]:
-    """The queues a job of ``leaf`` may reclaim from, each with the resources it keeps its
-    guarantee of: the resources the job is short of.
-
-    Short of quota: the resources of ``short``. The job must fit its queue's guarantee in
-    them, and a queue is reclaimed when it borrows in one of them; that taking a victim puts
-    its queue further below its guarantee of anything else (cpu and memory beside borrowed
-    GPUs, typically) does not count, as in Kueue, which looks at the resources the preemptor
-    needs preemption for. Short of room only: each resource the job needs that the queue
-    borrows now (it may give up what it borrows, not what it is guaranteed).
-    """
-    contested = tuple(r for r in needs if short.get(r, 0))
-    if not quota.within_guarantee(leaf, {r: demand[r] for r in contested or needs}):
-        return {}
-    if contested:
-        return dict.fromkeys(sorted(index.borrowers(quota, contested) - {leaf.name}), contested)
-    found = {}
-    for name in sorted(index.borrowers(quota, needs) - {leaf.name}):
-        node = quota.node(name)
-        if node is not None:
-            found[name] = tuple(r for r in needs if quota.borrowing(node, (r,)))
-    return found
 
 
 class Search:
