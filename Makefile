@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo lint bench bench-cel bench-instructions bench-webhook clean
+.PHONY: test demo lint bench bench-cel bench-instructions bench-webhook bench-sandbox bench-snapshot soak mutate clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -34,6 +34,46 @@ bench-instructions: $(STAMP)
 bench-webhook: $(STAMP)
 	$(BIN)/python benchmarks/webhook_load.py
 	$(BIN)/python benchmarks/webhook_load.py --tls
+
+# The sandbox end to end: SANDBOX_TEMPLATES PyTorchJobs created over HTTPS, their bindings
+# watched appearing; prints objects/s, watch lag p50/p99 and the sandbox's RSS.
+SANDBOX_TEMPLATES ?= 10000
+
+bench-sandbox: $(STAMP)
+	$(BIN)/python benchmarks/sandbox_load.py --templates $(SANDBOX_TEMPLATES)
+
+# Reading a ~45 MiB snapshot (29,000 objects, one List) with libyaml's parser and PyYAML's.
+bench-snapshot: $(STAMP)
+	$(BIN)/python benchmarks/snapshot_load.py --objects 29000
+
+# Soak (not in CI): the webhook under good traffic, garbage, slow and idle clients, CEL-heavy
+# requests and policy rewrites for SOAK_SECONDS; prints a summary, fails on a good request over
+# 1 s, any 5xx or unbounded RSS growth.
+SOAK_SECONDS ?= 60
+
+soak: $(STAMP)
+	$(BIN)/python benchmarks/soak.py --seconds $(SOAK_SECONDS)
+
+# Mutation testing (not in CI) of engine/cycle/, engine/quantity.py and webhook/mutate.py, in a
+# scratch copy: mutmut rewrites the sources it mutates. Bounded by MUTATE_SECONDS; MUTANTS limits
+# it to mutant-name globs, e.g. MUTANTS='engine.quantity.* webhook.mutate.*'. Prints the kill
+# rate and the survivors; `cd $(MUTATE_DIR) && mutmut show NAME` shows one.
+MUTATE_SECONDS ?= 1800
+MUTATE_DIR ?= /tmp/fleetgate-mutate
+MUTANTS ?=
+KARMADA_CRDS ?= $(abspath ../shared/crds/karmada)
+
+mutate: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[test,mutate]'
+	rm -rf $(MUTATE_DIR) && mkdir -p $(MUTATE_DIR)
+	tar --exclude-vcs --exclude=./$(VENV) --exclude=./mutants --exclude=./.hypothesis \
+		--exclude=./.pytest_cache --exclude=./.ruff_cache -cf - . | tar -xf - -C $(MUTATE_DIR)
+	cd $(MUTATE_DIR) && FLEETGATE_KARMADA_CRDS=$(KARMADA_CRDS) \
+		timeout --signal=INT $(MUTATE_SECONDS) $(CURDIR)/$(BIN)/mutmut run $(MUTANTS) \
+		> mutmut-run.log 2>&1; tail -c 2000 mutmut-run.log | tr '\r' '\n' | tail -n 6
+	cd $(MUTATE_DIR) && $(CURDIR)/$(BIN)/mutmut export-cicd-stats >/dev/null && \
+		$(CURDIR)/$(BIN)/mutmut results > mutmut-results.txt && \
+		$(CURDIR)/$(BIN)/python benchmarks/mutation_summary.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -1,4 +1,5 @@
-"""The labels and annotations fleetgate reads and writes on ResourceBindings (a contract).
+"""The labels and annotations fleetgate reads and writes on ResourceBindings (a contract), and
+the two it reads on job templates (``AFTER``, ``SAME_CLUSTER_AS``).
 
 The webhook writes ``MANAGED``, ``QUEUED_AT`` and ``POLICY_VERSION`` when it suspends a binding,
 and ``READMIT`` when an admitted binding's demand grows. The reconciler writes the admission,
@@ -42,6 +43,15 @@ NOMINATED_CLUSTER = "fleetgate.io/nominated-cluster"
 
 PENDING = "fleetgate.io/pending"
 """``Reason: message`` of the last Pending decision."""
+
+# On the job template (users write these; see docs/pipelines.md):
+
+AFTER = "fleetgate.io/after"
+"""``[condition:][Kind/][namespace/]name, …``: jobs that must end first (condition
+``succeeded``, the default, ``finished`` or ``failed``)."""
+
+SAME_CLUSTER_AS = "fleetgate.io/same-cluster-as"
+"""``[Kind/][namespace/]name``: place the job only where that job was placed."""
 
 
 def format_time(value: dt.datetime) -> str:

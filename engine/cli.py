@@ -119,6 +119,31 @@ def build_parser() -> argparse.ArgumentParser:
     dry_run.add_argument("--revision", help="git revision recorded in the policy version")
     dry_run.set_defaults(handler=_dry_run)
 
+    diff = commands.add_parser(
+        "diff",
+        help="what a policy change does: the decisions and queues that differ",
+        description="Run one scheduling cycle under each of two policy sets on the same "
+        "snapshot and print every decision that differs (action, reason, clusters, position, "
+        "message) and each queue's share, usage and quota change. A side is a policy "
+        "directory or REV:PATH, a directory in git at a revision (HEAD~1:policies, "
+        "origin/main:policies). Exit 0 when nothing differs, 1 when something does, 2 on "
+        "errors (an invalid policy set on either side, an unreadable snapshot).",
+    )
+    diff.add_argument("--base", required=True, metavar="DIR|REV:PATH", help="the policies now")
+    diff.add_argument("--head", required=True, metavar="DIR|REV:PATH", help="the proposed ones")
+    diff.add_argument("--snapshot", type=Path, nargs="+", required=True, metavar="FILE")
+    diff.add_argument(
+        "--now", type=_rfc3339, help="the cycles' time, RFC 3339 (default: the current time)"
+    )
+    diff.add_argument(
+        "-o",
+        "--output",
+        choices=("table", "markdown", "json"),
+        default="table",
+        help="output format; markdown fits a pull-request comment",
+    )
+    diff.set_defaults(handler=_diff)
+
     bench = commands.add_parser(
         "bench",
         help="time scheduling cycles on a seeded synthetic fleet",
@@ -145,6 +170,11 @@ def build_parser() -> argparse.ArgumentParser:
     from webhook.cli import add_parser as add_webhook_parser  # argparse only; serving is lazy
 
     add_webhook_parser(commands)
+    # The sandbox (a test API server) is never needed in production; the CLI is the one edge
+    # allowed to reach it, lazily, argparse only (tests/test_layering.py).
+    from sandbox.cli import add_parser as add_sandbox_parser
+
+    add_sandbox_parser(commands)
     return parser
 
 
@@ -240,6 +270,7 @@ def _dry_run(args: argparse.Namespace) -> int:
     from engine import dryrun
     from engine.cycle.cycle import run_cycle
     from engine.fleet.files import read_objects
+    from engine.fleet.model import IssueCode
     from engine.fleet.snapshot import build_snapshot
     from engine.gcpause import collector_paused
 
@@ -250,6 +281,9 @@ def _dry_run(args: argparse.Namespace) -> int:
             print(issue, file=sys.stderr)
         return EXIT_INVALID
     objects, problems = read_objects(args.snapshot)
+    for refused in (p for p in problems if p.code is IssueCode.REFUSED):
+        print(f"warning: {refused}; that document is left out", file=sys.stderr)
+    problems = [p for p in problems if p.code is not IssueCode.REFUSED]
     if problems:  # a cycle on part of the fleet would decide on capacity and jobs it cannot see
         for problem in problems:
             print(problem, file=sys.stderr)
@@ -318,7 +352,14 @@ def _submit_jobs(
         for error in submitted.errors:
             print(f"error: {error}", file=sys.stderr)
         objects, errors = submitted.objects, submitted.errors
+        return objects, [*submitted.issues, *unbound_templates(objects)], errors
     return objects, unbound_templates(objects), errors
+
+
+def _diff(args: argparse.Namespace) -> int:
+    from engine.diffcli import run
+
+    return run(args)
 
 
 def _bench(args: argparse.Namespace) -> int:

@@ -58,7 +58,8 @@ def explain(result: CycleResult, decision: Decision) -> str:
     if decision.preemptor:
         lines.append(f"  for       {decision.preemptor}")
     if decision.cluster_reasons:
-        lines.append("  clusters not chosen:")
+        # a placed job's cluster reasons are the scores that failed (counted as 0) there
+        lines.append("  clusters not chosen:" if not decision.clusters else "  cluster notes:")
         width = max(len(name) for name, _ in decision.cluster_reasons)
         lines += [f"    {name.ljust(width)}  {why}" for name, why in decision.cluster_reasons]
     queue = next((q for q in result.queues if q.name == decision.queue), None)

@@ -14,7 +14,7 @@ import yaml
 from engine.cli import main
 from engine.policy.policyset import load_policy_set
 from engine.policy.source import policy_files
-from tests.conftest import REPO, queue_doc
+from tests.conftest import REPO, missing, queue_doc
 
 POLICIES = REPO / "policies"
 VERSION = r"[0-9a-f]{12}"
@@ -80,7 +80,7 @@ def test_valid_policies_as_json(capsys):
 def test_installed_console_script():
     script = Path(sys.executable).parent / "fleetgate"
     if not script.exists():
-        pytest.skip(f"the fleetgate console script is not installed next to {sys.executable}")
+        missing(f"the fleetgate console script is not installed next to {sys.executable}")
     result = subprocess.run(
         [str(script), "validate", "policies/"],
         cwd=REPO,

@@ -10,9 +10,19 @@ import pytest
 from tests.conftest import REPO
 
 CORE_FORBIDDEN = {"kubernetes", "flask", "watchfiles"}
+# the sandbox (a test API server) is never needed in production: nothing ships imports it
+NEVER_IMPORT_SANDBOX = ("engine", "webhook")
+# ...except the `fleetgate` command itself, which registers `fleetgate sandbox` (the parser
+# only, from sandbox/cli.py, inside build_parser): the CLI is an edge, not the core, and the
+# sandbox package ships beside engine/ in the same distribution. No other engine module may.
+SANDBOX_CLI_EDGE = {"engine/cli.py"}
 # module → the only modules allowed to import it
 SINGLE_HOME = {
-    "celpy": {"engine/policy/cel.py", "engine/policy/celnumbers.py"},
+    "celpy": {
+        "engine/policy/cel.py",
+        "engine/policy/celnumbers.py",
+        "engine/policy/celtranspile.py",
+    },
     "watchfiles": {"engine/policy/reload.py"},
 }
 
@@ -57,10 +67,24 @@ def test_third_party_edges_have_one_home(module: str):
     assert importers <= SINGLE_HOME[module]
 
 
+@pytest.mark.parametrize("package", NEVER_IMPORT_SANDBOX)
+def test_production_code_never_imports_the_sandbox(package: str):
+    importers = {
+        p.relative_to(REPO).as_posix()
+        for p in (REPO / package).rglob("*.py")
+        if "sandbox" in imported_roots(p)
+    }
+    assert importers <= SANDBOX_CLI_EDGE
+
+
 def test_modules_stay_small():
     large = {
         p.relative_to(REPO).as_posix(): n
-        for p in [*engine_modules(), *(REPO / "webhook").rglob("*.py")]
+        for p in [
+            *engine_modules(),
+            *(REPO / "webhook").rglob("*.py"),
+            *(REPO / "sandbox").rglob("*.py"),
+        ]
         if (n := len(p.read_text().splitlines())) > 450
     }
     assert large == {}

@@ -24,13 +24,13 @@ from engine.policy.reload import NoPolicySetError, PolicyHolder
 from webhook import mutate, validate
 from webhook.fit import Fleet
 from webhook.metrics import CONTENT_TYPE, Metrics
+from webhook.probes import PROBES_EXTENSION, VERSION_HEADER, Probes
 from webhook.review import AdmissionRequest, Verdict, translate
 
 log = logging.getLogger(__name__)
 
 MAX_BODY = 3 * 1024 * 1024
 DRAIN_LIMIT = 4 * MAX_BODY
-VERSION_HEADER = "X-Fleetgate-Policy-Version"
 Clock = Callable[[], dt.datetime]
 Decider = Callable[[AdmissionRequest, PolicySet, dt.datetime], Verdict]
 
@@ -56,6 +56,8 @@ def create_app(
     stats = metrics or Metrics(holder)
     app.extensions["fleetgate.metrics"] = stats
     now = clock or _utcnow
+    probes = Probes(holder)
+    app.extensions[PROBES_EXTENSION] = probes  # the server's request gate answers them too
 
     def admit(endpoint: str, decide: Decider) -> Response:
         started = time.perf_counter()
@@ -87,22 +89,10 @@ def create_app(
         return admit(validate.ENDPOINT, lambda r, p, t: validate.validate_workload(r, p, fleet, t))
 
     @app.get("/healthz")
-    def healthz() -> Response:
-        return _plain(200, "ok")
-
     @app.get("/readyz")
-    def readyz() -> Response:
-        status = holder.status
-        if not status.ready:
-            detail = "\n".join(str(issue) for issue in status.errors[:20])
-            return _plain(503, f"not ready: no valid policy set is loaded\n{detail}".strip())
-        text = f"ready: policy version {status.version}"
-        if not status.healthy:
-            text += (
-                f"\nthe last reload failed ({len(status.errors)} issue(s)); "
-                "the version above stays live"
-            )
-        return _plain(200, text, {VERSION_HEADER: status.version or ""})
+    def probe() -> Response:
+        answer = probes.answer(request.path)
+        return Response(answer.text, answer.status, list(answer.headers), mimetype="text/plain")
 
     @app.get("/metrics")
     def metrics_endpoint() -> Response:

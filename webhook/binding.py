@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+from engine.quantity import MAX_QUANTITY
 from engine.resources import PODS, Resources
 from engine.workloads.model import DemandError
 from engine.workloads.pods import amounts
@@ -182,6 +183,11 @@ def _replicas_times_request(entry: Mapping[str, Any], path: str) -> Resources:
     expect_type(replicas, int, f"{path}.replicas", "an integer")
     if replicas < 0:
         raise object_error(f"{path}.replicas", "must not be negative")
+    if replicas > MAX_QUANTITY:  # str() of a huge int is slow, and refused past 4300 digits
+        raise object_error(
+            f"{path}.replicas",
+            f"must be at most {MAX_QUANTITY}, got a {replicas.bit_length()}-bit integer",
+        )
     requirements = entry.get("replicaRequirements") or {}
     expect_type(requirements, dict, f"{path}.replicaRequirements", "an object")
     request = amounts(

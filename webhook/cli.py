@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from engine.policy.policyset import PolicySet
     from webhook.fit import Fleet
 
 log = logging.getLogger("fleetgate.webhook")
@@ -45,6 +44,22 @@ def add_parser(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--threads", type=_positive, default=16, help="worker threads of the HTTP server (16)"
+    )
+    parser.add_argument(
+        "--request-timeout",
+        type=_seconds,
+        default=2.0,
+        metavar="SECONDS",
+        help="time a client has to send a whole request (TLS handshake, headers and body) "
+        "from its first byte; slower ones are disconnected. Worker threads only get requests "
+        "that have arrived whole, so slow clients cannot hold them (2)",
+    )
+    parser.add_argument(
+        "--max-connections",
+        type=_positive,
+        default=256,
+        help="connections open at once; a new one beyond that replaces the oldest that has "
+        "sent nothing yet, or is closed (256)",
     )
     parser.add_argument(
         "--insecure-http",
@@ -78,6 +93,14 @@ def add_parser(subparsers: Any) -> None:
         help="how often to check the policy files for changes (2)",
     )
     parser.add_argument(
+        "--policy-settle",
+        type=_settle,
+        default=0.3,
+        metavar="SECONDS",
+        help="load a change to the policy files only once they have stayed unchanged this long, "
+        "so that a file still being written never goes live (0.3; 0: at once)",
+    )
+    parser.add_argument(
         "--log-level",
         default="INFO",
         choices=("DEBUG", "INFO", "WARNING", "ERROR"),
@@ -93,6 +116,20 @@ def _positive(text: str) -> int:
     return value
 
 
+def _seconds(text: str) -> float:
+    value = float(text)
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be more than 0 seconds, got {text}")
+    return value
+
+
+def _settle(text: str) -> float:
+    value = float(text)
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be 0 seconds or more, got {text}")
+    return value
+
+
 def _port(text: str) -> int:
     value = int(text)
     if not 0 <= value <= 65535:
@@ -102,11 +139,9 @@ def _port(text: str) -> int:
 
 def run(args: argparse.Namespace) -> int:
     from engine.errors import FleetgateError
-    from engine.policy.policyset import load_policy_set
     from engine.policy.reload import PolicyHolder
-    from engine.policy.source import policy_files
     from webhook.app import create_app
-    from webhook.poll import Poller, fingerprint
+    from webhook.poll import policy_poller
     from webhook.serve import WebhookServer
 
     logging.basicConfig(
@@ -126,22 +161,13 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_FAILED
     directory: Path = args.policies
 
-    def load() -> PolicySet:
-        return load_policy_set([directory], revision=args.revision)
-
-    holder = PolicyHolder(load)
+    holder = PolicyHolder.for_paths([directory], revision=args.revision)
     # Polled with stat, like the certificate pair, rather than watched with
     # engine.policy.reload.PolicyWatcher (which also sees a ConfigMap's ..data swap): one
     # mechanism for both, an interval set by --policy-reload-interval, and no inotify watch
-    # limits. The poller looks before the first load, so an edit made meanwhile is loaded on
-    # the next poll.
-    poller = Poller(
-        lambda: fingerprint(policy_files([directory])[0]),
-        holder.reload,
-        args.policy_reload_interval,
-        "policy-poller",
-    )
-    if not holder.reload():
+    # limits. A change loads once the files stayed unchanged for --policy-settle seconds.
+    poller = policy_poller(holder, args.policy_reload_interval, args.policy_settle)
+    if not holder.reload(expected=poller.seen):
         log.error("no valid policy set in %s; serving 503 until one loads", directory)
     app = create_app(holder, fleet=fleet)
     stats = app.extensions["fleetgate.metrics"]
@@ -155,6 +181,8 @@ def run(args: argparse.Namespace) -> int:
             args.host,
             args.port,
             threads=args.threads,
+            request_timeout=args.request_timeout,
+            max_connections=args.max_connections,
             tls=tls,
             reload_interval=args.tls_reload_interval,
             on_certificate_reload=lambda ok: stats.certificate_reloads.labels(

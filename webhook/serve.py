@@ -1,5 +1,12 @@
 """Serving the app: cheroot (a threaded, in-process production WSGI server) with reloadable TLS.
 
+Slow and idle clients cannot stall it (``webhook.slowclients``): a worker thread gets a
+connection only once a whole request has arrived (TLS handshake included, done off the accept
+loop), within ``request_timeout`` of its first byte; connections idle longer than
+``idle_timeout`` are closed; at most ``max_connections`` are open at once. ``/healthz`` and
+``/readyz`` of an app made by ``webhook.app.create_app`` are answered without a worker thread
+(``webhook.probes``), so they stay fast while every worker evaluates costly CEL.
+
 cert-manager renews the serving certificate by rewriting the Secret; the kubelet then swaps the
 mounted files. A poller (``webhook.poll``) notices a change of either file (mtime, size or
 inode, symlinks followed), builds a complete new ``ssl.SSLContext`` and swaps it in with one
@@ -17,11 +24,12 @@ from collections.abc import Callable, Hashable
 from pathlib import Path
 
 from cheroot.ssl.builtin import BuiltinSSLAdapter
-from cheroot.wsgi import Server
 from flask import Flask
 
 from engine.errors import FleetgateError, cannot_read
 from webhook.poll import Poller, fingerprint
+from webhook.probes import PROBES_EXTENSION
+from webhook.slowclients import GuardedServer, LazyHandshakeAdapter
 
 log = logging.getLogger(__name__)
 
@@ -111,25 +119,37 @@ class WebhookServer:
         reload_interval: float = 10.0,
         on_certificate_reload: Callable[[bool], None] | None = None,
         reuse_port: bool = False,
+        request_timeout: float = 2.0,
+        idle_timeout: float = 10.0,
+        max_connections: int = 256,
     ) -> None:
         if threads < 1:
             raise FleetgateError("--threads must be at least 1")
-        self._server = Server(
+        if max_connections < 1:
+            raise FleetgateError("--max-connections must be at least 1")
+        if request_timeout <= 0:
+            raise FleetgateError("--request-timeout must be more than 0 s")
+        if idle_timeout <= 0:
+            raise FleetgateError("the idle timeout must be more than 0 s")
+        self._server = GuardedServer(
             (host, port),
             app,
             numthreads=threads,
             server_name="fleetgate-webhook",
             request_queue_size=128,
-            timeout=10,
+            timeout=idle_timeout,
             shutdown_timeout=5,
             reuse_port=reuse_port,
+            request_timeout=request_timeout,
+            max_connections=max_connections,
+            probes=getattr(app, "extensions", {}).get(PROBES_EXTENSION),
         )
         self.reloader: CertificateReloader | None = None
         if tls is not None:
             cert, key = tls
             before = fingerprint((Path(cert), Path(key)))  # before loading: see Poller
             context = tls_context(cert, key)  # first: its errors name the file
-            adapter = BuiltinSSLAdapter(str(cert), str(key))
+            adapter = LazyHandshakeAdapter(str(cert), str(key))
             adapter.context = context
             self._server.ssl_adapter = adapter
             self.reloader = CertificateReloader(

@@ -3,7 +3,8 @@
 The steps, each in its own module:
  1. jobs       — managed bindings → pending, admitted (holding quota and capacity), backoff
  2. accounting — cluster free capacity (minus in-flight admissions) and queue usage
- 3. screening  — jobs that cannot be considered (unknown demand, policy errors, bad queue)
+ 3. screening  — jobs that cannot be considered (unknown demand, policy errors, bad queue),
+                 and jobs whose dependencies are unmet (not yet eligible: no turn, no place)
  4. order      — queue priority tiers, weighted fair share, FIFO within a queue
  5. quota      — guarantee, borrowing within limits, max on every ancestor
  6. placement  — candidate clusters, gang fit, scores; commit so later jobs see it
@@ -13,15 +14,24 @@ The steps, each in its own module:
 
 from __future__ import annotations
 
+import bisect
 import datetime as dt
 import operator
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from typing import Any
 
-from engine.cycle import explain, preemption, ranking, vectors, victims
+from engine.cycle import dependencies, explain, preemption, ranking, vectors, victims
 from engine.cycle.capacity import ClusterState
-from engine.cycle.jobs import AdmittedJob, JobCache, PendingJob, classify, pod_key, read_job
+from engine.cycle.jobs import (
+    AdmittedJob,
+    Backoff,
+    JobCache,
+    PendingJob,
+    classify,
+    pod_key,
+    read_job,
+)
 from engine.cycle.model import CycleResult, Decision
 from engine.cycle.order import QueueOrder
 from engine.cycle.placement import Placer
@@ -32,6 +42,10 @@ from engine.policy.model import Strategy
 from engine.policy.policyset import PolicySet
 
 _REF = operator.attrgetter("ref")
+
+
+def _binding_name(item: Backoff) -> tuple[str, str]:
+    return item.binding.namespace, item.binding.name
 
 
 def run_cycle(
@@ -59,7 +73,7 @@ class Cycle:
         pending, admitted, backoff = classify(snapshot, policies, self.cache, now)
         self.pending = sorted(pending, key=_REF)
         self.admitted = sorted(admitted, key=_REF)
-        self.backoff = sorted(backoff, key=lambda b: (b.binding.namespace, b.binding.name))
+        self.backoff = sorted(backoff, key=_binding_name)
         # 2. accounting
         views = sorted(snapshot.clusters, key=lambda c: c.name)
         self.clusters = {c.name: ClusterState(c) for c in views}
@@ -86,14 +100,15 @@ class Cycle:
         self.order: QueueOrder | None = None
 
     def run(self) -> CycleResult:
-        # 3. screening
+        # 3. screening, and dependencies: a job not yet eligible takes no turn
         by_leaf: dict[str, list[PendingJob]] = defaultdict(list)
+        verdicts = dependencies.check(self.pending, dependencies.Fleet(self.snapshot))
         for job in self.pending:
             problem = self._screen(job)
-            if problem is None:
-                by_leaf[job.mapped.queue].append(job)
-            else:
+            if problem is not None:
                 self._decide(job, *problem)
+            elif self._eligible(job, verdicts):
+                by_leaf[job.mapped.queue].append(job)
         # 4. order
         fair = self.policies.scheduling.fair_sharing
         self.order = QueueOrder(
@@ -139,23 +154,47 @@ class Cycle:
     def arrive(self, snapshot: Snapshot, binding: BindingView) -> Decision | None:
         """Decide a job that arrived after ``run``, against the state the cycle ended in.
 
-        Equivalent to a full cycle when nothing but arrivals changed: within and between such
-        cycles capacity and quota only shrink, so every job that waited still waits.
+        The decision is the one a full cycle on ``snapshot`` gives the job when that cycle
+        considers it after every job decided so far: nothing but arrivals changed, and within
+        and between such cycles capacity and quota only shrink, so every job that waited still
+        waits. Earlier decisions are never revised, so a job that goes ahead of one of them in
+        its queue (a higher priority, an earlier enqueue time) is decided as its queue's latest
+        (behind a blocked StrictFIFO head, say); the next full cycle gives it its place. A job
+        in backoff gets its ``Backoff`` decision. None: not a pending job (not managed, or
+        admitted). tests/cycle/test_incremental.py checks this against full cycles.
         """
         job = read_job(snapshot, self.policies, self.cache, self.now, binding)
+        if isinstance(job, Backoff):
+            bisect.insort(self.backoff, job, key=_binding_name)
+            return self._placed(explain.for_backoff(job))
         if not isinstance(job, PendingJob):
             return None
         self.snapshot = self.placer.snapshot = snapshot
+        self.pending.append(job)
+        start = len(self.decisions)  # the job's decision; a preemptor's victims follow it
         problem = self._screen(job)
+        queue = job.mapped.queue
         if problem is not None:
             self._decide(job, *problem)
-        elif job.mapped.queue in self.blocked:
-            self._block((job,), self.blocked[job.mapped.queue])
+        elif not self._eligible(job, None):
+            pass
+        elif queue in self.blocked:
+            self._block((job,), self.blocked[queue])
         else:
-            self._consider(job, self.quota.nodes[job.mapped.queue])
-        decision = explain.with_positions(self.decisions[-1:], self.waiting)[0]
-        self.decisions[-1] = decision
+            admitted = self._consider(job, self.quota.nodes[queue])
+            if not admitted and self.decisions[start].reason not in NEVER and self._strict(queue):
+                self.blocked[queue] = job  # it waits: it is the head later arrivals wait behind
+        decision = self.decisions[start] = self._placed(self.decisions[start])
         return decision
+
+    def _placed(self, decision: Decision) -> Decision:
+        """``decision`` with its place among its queue's waiting jobs, those in backoff too."""
+        queue = decision.queue
+        held = [
+            explain.backoff_place(b) for b in self.backoff if b.mapped and b.mapped.queue == queue
+        ]
+        jobs = [*self.waiting.get(queue, ()), *held]
+        return explain.with_positions([decision], {queue: jobs})[0]
 
     # --- steps -----------------------------------------------------------------------------
     def _screen(self, job: PendingJob) -> tuple[Reason, str] | None:
@@ -169,6 +208,21 @@ class Cycle:
             children = ", ".join(c.name for c in node.children)
             return Reason.QUEUE_NOT_LEAF, f"queue {name} has child queues ({children})"
         return None
+
+    def _eligible(self, job: PendingJob, verdicts: dict[str, dependencies.Verdict] | None) -> bool:
+        """Whether ``job``'s dependencies let it be considered now; if not, its decision (it
+        keeps no place in its queue). ``verdicts`` None: look again (a job that arrived)."""
+        if not job.depends:
+            return True
+        if verdicts is None:
+            verdicts = dependencies.check(self.pending, dependencies.Fleet(self.snapshot))
+        verdict = verdicts[job.ref]
+        if verdict.reason is not None:
+            self.decisions.append(explain.for_job(job, verdict.reason, verdict.message))
+            return False
+        if verdict.pin:
+            self.placer.pins[job.ref] = (verdict.pin, verdict.pinned_to)
+        return True
 
     def _consider(self, job: PendingJob, leaf: QuotaNode) -> bool:
         miss = self.quota.check(leaf, job.demand)
@@ -184,13 +238,23 @@ class Cycle:
                 self.clusters[name].place(groups)
             self.quota.add(leaf, job.demand)
             self.admitted_count[leaf.name] += 1
-            self._decide(job, Reason.ADMITTED, placed.message, assignments=placed.assignments)
+            self._decide(
+                job,
+                Reason.ADMITTED,
+                placed.message,
+                assignments=placed.assignments,
+                cluster_reasons=placed.cluster_reasons,  # scores that failed there, if any
+            )
             if self.order is not None:
                 self.order.usage_changed(leaf.name)
             return True
         if placed.reason == Reason.NO_CLUSTER_FITS and self._preempt(job, leaf, placed.message):
             return False
-        self._decide(job, placed.reason, placed.message, cluster_reasons=placed.cluster_reasons)
+        message = placed.message
+        if job.ref in self.placer.pins:
+            pin = self.placer.pins[job.ref]
+            message += "; " + dependencies.pinned_note(*pin, placed.cluster_reasons)
+        self._decide(job, placed.reason, message, cluster_reasons=placed.cluster_reasons)
         return False
 
     def _preempt(self, job: PendingJob, leaf: QuotaNode, why: str) -> bool:

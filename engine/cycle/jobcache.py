@@ -40,6 +40,7 @@ class JobCache:
         self._entries: dict[tuple[Any, ...], Mapped] = {}
         self.max_entries = max_entries
         self._evaluators: dict[str, tuple[MemoEvaluator, MemoEvaluator]] = {}
+        self._dependencies: dict[str, MemoEvaluator | None] = {}
         # id(binding) → the job and its PriorityClass value, for policy ``_pending_version``;
         # the job holds its binding (so the id is not reused) and workload, which must be the
         # very objects of the cycle
@@ -68,6 +69,16 @@ class JobCache:
             found = (first, MemoEvaluator([e.program for e in rest], cel.MAPPING_VARS))
             self._evaluators = {policies.version: found}
         return found
+
+    def dependency_evaluator(self, policies: PolicySet) -> MemoEvaluator | None:
+        """``spec.dependencies.after`` and ``sameClusterAs`` (None when the policy sets
+        neither): their results are part of the mapping, cached with it."""
+        if policies.version not in self._dependencies:
+            d = policies.scheduling.dependencies
+            programs = [e.program for e in (d.after, d.same_cluster_as) if e is not None]
+            found = MemoEvaluator(programs, cel.MAPPING_VARS) if programs else None
+            self._dependencies = {policies.version: found}
+        return self._dependencies[policies.version]
 
     def get(self, key: tuple[Any, ...]) -> Mapped | None:
         return self._entries.get(key)

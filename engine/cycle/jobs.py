@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from engine import annotations as ann
@@ -49,6 +49,9 @@ class Mapped:
     min_member: int
     allow_split: bool
     error: str = ""  # "spec.<field>: <CEL error>" when an expression failed
+    # spec.dependencies of the SchedulingPolicy, when it sets them (see ``dependencies``)
+    after: tuple[str, ...] = ()
+    same_cluster_as: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +69,7 @@ class PendingJob:
     order_key: tuple[int, dt.datetime, str] = (0, EPOCH, "")
     workload_ref: str = ""  # Kind/namespace/name of the template, as decisions name it
     pod_key: tuple = ()  # ``pod_key(pods)``: what caches of fit answers are keyed by
+    depends: bool = False  # it declares dependencies (``engine.cycle.dependencies``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,8 +131,32 @@ def map_job(
             if error
             else Mapped(queue, tenant, priority, min_member, bool(allow_split))
         )
+        dependencies = cache.dependency_evaluator(policies)
+        if dependencies is not None and not error:
+            mapped = _with_dependencies(mapped, s, dependencies.evaluate(variables))
     cache.put(key, mapped)
     return mapped
+
+
+def _with_dependencies(mapped: Mapped, s: SchedulingPolicy, results: Sequence[Any]) -> Mapped:
+    """``mapped`` with the results of the policy's ``dependencies`` expressions (those set)."""
+    after: Any = ()
+    same: Any = ""
+    found = iter(results)
+    d = s.dependencies
+    for expression in (d.after, d.same_cluster_as):
+        if expression is None:
+            continue
+        result = next(found)
+        if _failed(result):
+            return replace(mapped, error=f"{expression.path}: {result}")
+        if expression is d.after:
+            if not isinstance(result, list | tuple) or not all(isinstance(r, str) for r in result):
+                return replace(mapped, error=f"{expression.path}: not a list of strings")
+            after = tuple(result)
+        else:
+            same = str(result)
+    return replace(mapped, after=after, same_cluster_as=same)
 
 
 def _failed(result: Any) -> bool:
@@ -313,7 +341,15 @@ def _pending(
         order_key=(-mapped.priority, enqueued, binding.uid or ref),
         workload_ref=workload_ref(binding, workload),
         pod_key=pod_key(pods),
+        depends=_depends(workload, mapped),
     )
+
+
+def _depends(workload: Workload | None, mapped: Mapped) -> bool:
+    if mapped.after or mapped.same_cluster_as:
+        return True
+    found = workload.annotations if workload is not None else {}
+    return ann.AFTER in found or ann.SAME_CLUSTER_AS in found
 
 
 def pod_key(groups: Sequence[PodGroup]) -> tuple:

@@ -31,7 +31,8 @@ class Decision(NamedTuple):
     message: str
     clusters: tuple[ClusterAssignment, ...] = ()
     position: int | None = None  # 1-based place among its queue's pending jobs
-    cluster_reasons: tuple[tuple[str, str], ...] = ()  # (cluster, why it was not chosen)
+    # (cluster, why it was not chosen); for a placed job, a score that failed there (as 0)
+    cluster_reasons: tuple[tuple[str, str], ...] = ()
     victims: tuple[str, ...] = ()  # bindings a Preempting job waits for
     preemptor: str = ""  # the binding a Preempt decision makes room for
 

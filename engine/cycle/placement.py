@@ -10,15 +10,14 @@ cycles (``PlacementMemo``), the static part while the clusters' views are the sa
 
 A job that may not span clusters fits one cluster whole (totals and node shape). A splittable
 job (one pod shape, ``allowSplit``) goes whole to one cluster when one fits, else its pods are
-divided: greedily in score order (BinPack) or in proportion to room (Spread).
-The score is the sum of the weighted CEL scores plus the strategy's term: BinPack prefers the
-cluster left fullest in the job's dominant resource, Spread the emptiest.
+divided: greedily in score order (BinPack) or in proportion to room (Spread). The score
+(``engine.cycle.scoring``) is the sum of the weighted CEL scores plus the strategy's term; a
+score that fails on a cluster counts as 0 there and is named in the decision.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -26,10 +25,12 @@ from typing import Any
 from engine import annotations as ann
 from engine.cycle import vectors
 from engine.cycle.capacity import ClusterState
+from engine.cycle.dependencies import pinned
 from engine.cycle.jobs import JobCache, PendingJob, PodGroup, pod_key
 from engine.cycle.jobvalues import JobValues
 from engine.cycle.placement_memo import MAX_STATIC, Candidates, PlacementMemo
 from engine.cycle.reasons import Reason
+from engine.cycle.scoring import cel_score, reverse, strategy_term, with_failed_scores
 from engine.fleet.affinity import untolerated
 from engine.fleet.model import PlacementView, Snapshot, affinity_allows
 from engine.policy import cel
@@ -81,6 +82,8 @@ class Placer:
         self._static = kept.static_for(tuple(state.view for state in clusters.values()))
         self._failures: dict[Any, PlaceResult] = {}
         self._kinds: dict[Any, _Kind] = {}  # per kind of job (the key of ``_failures``)
+        # binding ref → (clusters, the job holding them): ``same-cluster-as`` (dependencies)
+        self.pins: dict[str, tuple[tuple[str, ...], str]] = {}
 
     # --- candidates ----------------------------------------------------------------------------
     def job_variables(self, job: PendingJob) -> dict[str, Any]:
@@ -130,7 +133,8 @@ class Placer:
             if len(self._static) >= MAX_STATIC:
                 self._static.clear()
             self._static[static_key] = found
-        return found
+        pin = self.pins.get(job.ref) if self.pins else None
+        return found if pin is None else pinned(found, *pin)
 
     def _placement(self, job: PendingJob) -> PlacementView | None:
         if job.binding.placement is not None:
@@ -232,6 +236,8 @@ class Placer:
                 if versions[i] != kept.versions[i]:
                     kept.fits[i] = state.fits(pods, demand, key)
                     kept.scores[i] = None
+                    if kept.failed:
+                        kept.failed.pop(names[i], None)
             kept.versions = versions
         fitting = [i for i, fits in enumerate(kept.fits) if fits]
         variables = self.job_variables(job)
@@ -242,18 +248,21 @@ class Placer:
                 found = scores[i]
                 if found is None:
                     found = scores[i] = self._score(
-                        names[i], candidates, job_key, variables, demand
+                        names[i], candidates, job_key, variables, demand, kept.failed
                     )
                 return found
 
             best = names[max(fitting, key=score)]
-            assignment = ((best, pods),)
-            return PlaceResult(assignment, None, f"admitted to {best}")
+            if not kept.failed:
+                return PlaceResult(((best, pods),), None, f"admitted to {best}")
+            said = {names[i]: kept.failed[names[i]] for i in fitting if names[i] in kept.failed}
+            return _scored(((best, pods),), f"admitted to {best}", said)
         if splittable and len(pods) == 1:
-            split = self._split(pods[0], candidates, job_key, variables)
+            failed: dict[str, tuple[str, str]] = {}
+            split = self._split(pods[0], candidates, job_key, variables, failed)
             if split:
                 where = ", ".join(f"{n}={g[0].count}" for n, g in split)
-                return PlaceResult(split, None, f"split across {where}")
+                return _scored(split, f"split across {where}", failed)
         ever = False
         for name in candidates.names:
             state = self.clusters[name]
@@ -288,17 +297,13 @@ class Placer:
         job_key: Any,
         variables: Mapping[str, Any],
         need: Mapping[str, int],
+        failed: dict[str, tuple[str, str]] | None = None,
     ) -> tuple[float, float, tuple[int, ...]]:
         results = self._cel(name, job_key, variables)[len(self.filters) :]
-        score = sum(
-            s.weight * float(r)
-            for s, r in zip(self.scores, results, strict=False)
-            if isinstance(r, int | float)
-        )
-        fullness = _fullness(self.clusters[name], need)
-        score += fullness if self.strategy == PlacementStrategy.BIN_PACK else 1.0 - fullness
+        score = cel_score(self.scores, results, name, failed)
+        score += strategy_term(self.strategy, self.clusters[name], need)
         # earlier affinity groups first; ties go to the alphabetically first cluster
-        return (-candidates.preference.get(name, 0), score, _reverse(name))
+        return (-candidates.preference.get(name, 0), score, reverse(name))
 
     def _split(
         self,
@@ -306,6 +311,7 @@ class Placer:
         candidates: Candidates,
         job_key: Any,
         variables: Mapping[str, Any],
+        failed: dict[str, tuple[str, str]],
     ) -> tuple[Assignment, ...]:
         room = {n: self.clusters[n].max_pods(group.requests) for n in candidates.names}
         room = {n: r for n, r in room.items() if r > 0}
@@ -313,7 +319,7 @@ class Placer:
             return ()
         order = sorted(
             room,
-            key=lambda n: self._score(n, candidates, job_key, variables, group.requests),
+            key=lambda n: self._score(n, candidates, job_key, variables, group.requests, failed),
             reverse=True,
         )
         counts: dict[str, int] = {}
@@ -338,7 +344,7 @@ class _Kind:
     version it was found at: whether the job fits, and its score there (None: not yet).
     Both are functions of the version and the kind (its candidates, pods and job key)."""
 
-    __slots__ = ("candidates", "fits", "scores", "states", "versions")
+    __slots__ = ("candidates", "failed", "fits", "scores", "states", "versions")
 
     def __init__(self, candidates: Candidates, states: list[ClusterState]) -> None:
         self.candidates = candidates
@@ -346,6 +352,7 @@ class _Kind:
         self.versions = [-1] * len(states)  # no state version is negative: all looked at
         self.fits = [False] * len(states)
         self.scores: list[Any] = [None] * len(states)
+        self.failed: dict[str, tuple[str, str]] = {}  # cluster → (score, why): its score failed
 
 
 def cluster_values(state: ClusterState) -> dict[str, Any]:
@@ -372,25 +379,15 @@ def _affinity_groups(placement: PlacementView | None) -> list[Any]:
     return [placement.affinity]
 
 
-def _fullness(state: ClusterState, need: Mapping[str, int]) -> float:
-    """How full the cluster is after placing pods needing ``need`` in all, in the job's
-    dominant resource."""
-    best, share = 0.0, -1.0
-    for r, amount in need.items():
-        capacity = state.allocatable.get(r, 0)
-        if capacity <= 0 or r == "pods":
-            continue
-        if amount / capacity > share:
-            share = amount / capacity
-            best = 1.0 - (state.free.get(r, 0) - amount) / capacity
-    return best
+def _scored(
+    assignments: tuple[Assignment, ...], message: str, failed: Mapping[str, tuple[str, str]]
+) -> PlaceResult:
+    """A placement; the scores that failed on clusters (counted as 0) are said."""
+    if not failed:
+        return PlaceResult(assignments, None, message)
+    reasons = _sorted({name: why for name, (_, why) in failed.items()})
+    return PlaceResult(assignments, None, with_failed_scores(message, failed), reasons)
 
 
 def _sorted(reasons: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(reasons.items()))
-
-
-@functools.lru_cache(maxsize=4096)  # a pure function of the name: safe to share
-def _reverse(name: str) -> tuple[int, ...]:
-    """A key under which ``max`` picks the alphabetically first name among equals."""
-    return (*tuple(-ord(ch) for ch in name), 0)

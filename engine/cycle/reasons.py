@@ -41,6 +41,20 @@ class Reason(StrEnum):
     """The job maps to a queue that is not defined."""
     QUEUE_NOT_LEAF = "QueueNotLeaf"
     """The job maps to a queue with child queues; jobs wait in leaf queues only."""
+    INVALID_DEPENDENCY = "InvalidDependency"
+    """``fleetgate.io/after``/``same-cluster-as`` (or the policy's ``dependencies``) cannot be
+    read: an unknown condition, an empty or malformed reference."""
+    DEPENDENCY_CYCLE = "DependencyCycle"
+    """The job is on a cycle of dependencies among waiting jobs: none of them can ever start."""
+    DEPENDENCY_FAILED = "DependencyFailed"
+    """A dependency can never be met: ``succeeded`` on a job that failed, ``failed`` on one
+    that succeeded."""
+    DEPENDENCY_NOT_FOUND = "DependencyNotFound"
+    """A job the job depends on is not in the fleet (not created yet, or deleted), or the
+    reference matches several jobs; it may be created (or named better) later."""
+    WAITING_FOR_DEPENDENCY = "WaitingForDependency"
+    """A job it depends on has not ended as required yet (or, for ``same-cluster-as``, has not
+    been placed yet). It takes no turn in its queue and blocks no StrictFIFO queue."""
     EXCEEDS_MAX_QUOTA = "ExceedsMaxQuota"
     """The job alone needs more than its queue's (or an ancestor's) max: it can never fit."""
     GANG_TOO_LARGE = "GangTooLarge"
@@ -56,5 +70,14 @@ class Reason(StrEnum):
     """Candidate clusters exist but none has the free capacity or node shape for the gang now."""
 
 
-NEVER = frozenset({Reason.UNKNOWN_DEMAND, Reason.EXCEEDS_MAX_QUOTA, Reason.GANG_TOO_LARGE})
+NEVER = frozenset(
+    {
+        Reason.UNKNOWN_DEMAND,
+        Reason.INVALID_DEPENDENCY,
+        Reason.DEPENDENCY_CYCLE,
+        Reason.DEPENDENCY_FAILED,
+        Reason.EXCEEDS_MAX_QUOTA,
+        Reason.GANG_TOO_LARGE,
+    }
+)
 """Reasons that make a decision Reject rather than Pending."""

@@ -40,7 +40,7 @@ def read_binding(obj: Mapping[str, Any]) -> BindingView:
     requirements = spec.get("replicaRequirements")
     policy_kind, permanent_id = _policy(meta.labels)
     placement = spec.get("placement")
-    applied, health, finished = _aggregated(status)
+    applied, health, finished, failed = _aggregated(status)
     return BindingView(
         namespace=namespace,
         name=meta.name,
@@ -68,6 +68,7 @@ def read_binding(obj: Mapping[str, Any]) -> BindingView:
         applied=applied,
         health=health,
         finished=finished,
+        failed=failed,
         conditions=_conditions(status),
         generation=meta.generation,
         scheduler_observed_generation=expect_int(
@@ -140,10 +141,11 @@ def _component(raw: Any, path: str) -> Component:
 
 def _aggregated(
     status: Mapping[str, Any],
-) -> tuple[FrozenDict[str, bool], FrozenDict[str, str], frozenset[str]]:
+) -> tuple[FrozenDict[str, bool], FrozenDict[str, str], frozenset[str], frozenset[str]]:
     applied: dict[str, bool] = {}
     health: dict[str, str] = {}
     finished: set[str] = set()
+    failed: set[str] = set()
     for i, raw in enumerate(expect_list(status.get("aggregatedStatus"), "status.aggregatedStatus")):
         path = f"status.aggregatedStatus[{i}]"
         item = expect_mapping(raw, path)
@@ -153,17 +155,33 @@ def _aggregated(
         if state not in HEALTH:
             raise DemandError(f"{path}.health", f"must be one of {', '.join(HEALTH)}")
         health[cluster] = state
-        if is_finished(item.get("status")):
+        outcome = job_outcome(item.get("status"))
+        if outcome is not None:
             finished.add(cluster)
-    return FrozenDict(applied), FrozenDict(health), frozenset(finished)
+            if outcome == FAILED:
+                failed.add(cluster)
+    return FrozenDict(applied), FrozenDict(health), frozenset(finished), frozenset(failed)
 
 
-# How the job kinds fleetgate knows report a terminal state in the status Karmada aggregates.
-TERMINAL_CONDITIONS = frozenset({"Complete", "Completed", "Succeeded", "Failed"})
-TERMINAL_STATES = {
-    ("state", "phase"): frozenset({"Completed", "Failed", "Terminated", "Aborted"}),  # Volcano
-    ("applicationState", "state"): frozenset({"COMPLETED", "FAILED"}),  # Spark operator
-    ("jobDeploymentStatus",): frozenset({"Complete", "Failed"}),  # KubeRay RayJob
+# How the job kinds fleetgate knows report a terminal state in the status Karmada aggregates,
+# and whether it is a success: batch/v1 Job (Complete/Failed), Kubeflow and MPIJob
+# (Succeeded/Failed), JobSet (Completed/Failed).
+SUCCEEDED, FAILED = "Succeeded", "Failed"
+TERMINAL_CONDITIONS = {
+    "Complete": SUCCEEDED,
+    "Completed": SUCCEEDED,
+    "Succeeded": SUCCEEDED,
+    "Failed": FAILED,
+}
+TERMINAL_STATES: dict[tuple[str, ...], dict[str, str]] = {
+    ("state", "phase"): {  # Volcano
+        "Completed": SUCCEEDED,
+        "Failed": FAILED,
+        "Terminated": FAILED,
+        "Aborted": FAILED,
+    },
+    ("applicationState", "state"): {"COMPLETED": SUCCEEDED, "FAILED": FAILED},  # Spark operator
+    ("jobDeploymentStatus",): {"Complete": SUCCEEDED, "Failed": FAILED},  # KubeRay RayJob
 }
 
 
@@ -173,9 +191,19 @@ def is_finished(job_status: Any) -> bool:
     A terminal condition (batch/v1 Job, Kubeflow, JobSet, MPIJob) or a terminal state field
     (Volcano, Spark, Ray). Anything unreadable counts as still running: its usage stays counted.
     """
+    return job_outcome(job_status) is not None
+
+
+def job_outcome(job_status: Any) -> str | None:
+    """``SUCCEEDED`` or ``FAILED`` when a member's job status is terminal, else None.
+
+    A ``Failed`` condition wins over a success condition; a RayJob whose deployment is
+    ``Complete`` failed when its ``jobStatus`` is ``FAILED`` (or ``STOPPED``).
+    """
     if not isinstance(job_status, Mapping):
-        return False
+        return None
     conditions = job_status.get("conditions")
+    found: str | None = None
     for condition in conditions if isinstance(conditions, list) else []:
         if (
             isinstance(condition, Mapping)
@@ -183,14 +211,21 @@ def is_finished(job_status: Any) -> bool:
             and kind in TERMINAL_CONDITIONS
             and condition.get("status") == "True"
         ):
-            return True
+            found = FAILED if found == FAILED else TERMINAL_CONDITIONS[kind]
+    if found is not None:
+        return found
     for path, states in TERMINAL_STATES.items():
         value: Any = job_status
         for key in path:
             value = value.get(key) if isinstance(value, Mapping) else None
         if isinstance(value, str) and value in states:
-            return True
-    return False
+            if path == ("jobDeploymentStatus",) and job_status.get("jobStatus") in RAY_FAILED:
+                return FAILED
+            return states[value]
+    return None
+
+
+RAY_FAILED = frozenset({"FAILED", "STOPPED"})
 
 
 def _scheduled_at(status: Mapping[str, Any]) -> dt.datetime | None:

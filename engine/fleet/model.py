@@ -176,6 +176,7 @@ class BindingView:
     # when Karmada (or fleetgate) placed it: the Scheduled=True condition's lastTransitionTime,
     # else status.lastScheduledTime; None when neither says
     scheduled_at: dt.datetime | None = None
+    failed: frozenset[str] = frozenset()  # of ``finished``: clusters where the job failed
 
     @property
     def ref(self) -> str:
@@ -205,6 +206,9 @@ class IssueCode(StrEnum):
     """A binding whose demand can be read neither from its template nor from the binding."""
     UNREADABLE = "Unreadable"
     """A file that cannot be read or parsed, or a document that is not an object."""
+    REFUSED = "Refused"
+    """A YAML document over the nesting or alias limits (``engine.yamlguard``): left out (the
+    documents after it in its file are read); a warning, the rest of the snapshot is decided."""
     UNBOUND = "Unbound"
     """A job template no binding refers to: Karmada has not propagated it, so it is not decided."""
 

@@ -11,7 +11,7 @@ import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
-from engine.errors import not_an_object
+from engine.errors import not_an_object, value_type
 from engine.fleet.bindings import BINDING_KINDS, read_binding
 from engine.fleet.clusters import read_cluster
 from engine.fleet.demand import binding_demand
@@ -128,30 +128,57 @@ def ref_text(key: ObjectKey) -> str:
 def flatten_lists(
     objects: Iterable[tuple[str, Any]], issues: list[SnapshotIssue]
 ) -> Iterator[tuple[str, Mapping[str, Any]]]:
-    """Objects with ``kind: List`` (and typed lists such as ClusterList) replaced by their items."""
+    """Objects with ``kind: List`` (and typed lists such as ClusterList) replaced by their items.
+
+    What cannot be an object of the snapshot becomes an issue and is left out: a document or
+    list item that is not an object, an object without ``kind`` (the items of a typed list
+    take the list's), a ``kind: List`` whose ``items`` is not a list.
+    """
     for source, obj in objects:
         if not isinstance(obj, Mapping):
+            issues.append(SnapshotIssue(source, "", "", not_an_object(obj), IssueCode.UNREADABLE))
+            continue
+        kind = obj.get("kind")
+        if not kind or not isinstance(kind, str):
+            why = "required" if not kind else f"expected a string, got {value_type(kind)}"
+            issues.append(SnapshotIssue(source, describe(obj), "kind", f"{why}; left out"))
+            continue
+        items = obj.get("items")
+        if kind.endswith("List") and isinstance(items, list):
+            yield from flatten_lists(_items(source, obj, kind, items, issues), issues)
+        elif kind == "List" or (kind.endswith("List") and "items" in obj):
             issues.append(
                 SnapshotIssue(
                     source,
-                    "",
-                    "",
-                    not_an_object(obj),
-                    IssueCode.UNREADABLE,
+                    describe(obj),
+                    "items",
+                    f"expected a list, got {value_type(items)}; the {kind} is left out",
                 )
             )
-            continue
-        kind = str(obj.get("kind", ""))
-        if kind.endswith("List") and isinstance(obj.get("items"), list):
-            item_kind = kind.removesuffix("List")
-            items = []
-            for item in obj["items"]:
-                if item_kind and isinstance(item, Mapping) and "kind" not in item:
-                    item = {"apiVersion": obj.get("apiVersion", ""), "kind": item_kind, **item}
-                items.append((source, item))
-            yield from flatten_lists(items, issues)
         else:
             yield source, obj
+
+
+def _items(
+    source: str, obj: Mapping[str, Any], kind: str, items: list[Any], issues: list[SnapshotIssue]
+) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    """The items of a list, those of a typed list given its kind; the ones that are not
+    objects, or have no kind, are issues that name the list and the item's index."""
+    item_kind = kind.removesuffix("List")
+    for i, item in enumerate(items):
+        if not isinstance(item, Mapping):
+            message = not_an_object(item)
+            where = f"items[{i}]"
+            issues.append(
+                SnapshotIssue(source, describe(obj), where, message, IssueCode.UNREADABLE)
+            )
+        elif "kind" in item:
+            yield source, item
+        elif item_kind:
+            yield source, {"apiVersion": obj.get("apiVersion", ""), "kind": item_kind, **item}
+        else:
+            message = f"required; {describe(item)} left out"
+            issues.append(SnapshotIssue(source, describe(obj), f"items[{i}].kind", message))
 
 
 def _deduplicate(

@@ -56,6 +56,7 @@ class Submitted:
     objects: Objects  # the snapshot's objects with the new templates and bindings
     notes: list[str] = field(default_factory=list)  # what happened to each template
     errors: list[str] = field(default_factory=list)  # templates that cannot be decided
+    issues: list[SnapshotIssue] = field(default_factory=list)  # snapshot objects left out
 
 
 def submit(
@@ -64,13 +65,17 @@ def submit(
     hold: Hold,
     now: dt.datetime,
 ) -> Submitted:
-    objects = list(flatten_lists(snapshot_objects, []))
+    issues: list[SnapshotIssue] = []
+    objects = list(flatten_lists(snapshot_objects, issues))
     policies, priority_classes, bound = _fleet(objects)
     templates = {_key(obj): i for i, (_, obj) in enumerate(objects) if reader_for(obj)}
-    result = Submitted(objects)
+    result = Submitted(objects, issues=issues)
     seen: set[ObjectKey] = set()
     owners = {binding: key for key, binding in bound.items()}  # binding → its template
-    for source, raw in flatten_lists(job_objects, []):
+    left_out: list[SnapshotIssue] = []
+    jobs = list(flatten_lists(job_objects, left_out))
+    result.errors.extend(map(str, left_out))
+    for source, raw in jobs:
         if not raw.get("apiVersion") or not raw.get("kind"):
             result.errors.append(f"{source}: {describe(raw)}: apiVersion and kind are required")
             continue

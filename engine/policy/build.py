@@ -12,12 +12,13 @@ from fractions import Fraction
 from typing import Any
 
 from engine.errors import PolicyIssue
-from engine.policy import cel, celfields, defaults
+from engine.policy import cel, celcost, celfields, defaults
 from engine.policy.celcheck import CelType
 from engine.policy.celfields import JsonPath
 from engine.policy.model import (
     AdmissionPolicy,
     AdmitOn,
+    Dependencies,
     Enforcement,
     Expression,
     FailurePolicy,
@@ -60,8 +61,9 @@ def object_ref(doc: Document) -> str:
 class Builder:
     """Builds one document at a time; ``issues`` accumulates across documents."""
 
-    def __init__(self) -> None:
+    def __init__(self, limits: celcost.CelLimits = celcost.DEFAULT_LIMITS) -> None:
         self.issues: list[PolicyIssue] = []
+        self.limits = limits
         self._doc: Document | None = None
 
     # -- reporting --------------------------------------------------------------------------
@@ -158,6 +160,10 @@ class Builder:
             requeue=requeue,
             scope=exprs[("spec", "scope")],
             origin=Origin(doc.file, doc.position(()).line) if doc else None,
+            dependencies=Dependencies(
+                exprs.get(("spec", "dependencies", "after")),
+                exprs.get(("spec", "dependencies", "sameClusterAs")),
+            ),
         )
 
     def admission(self, doc: Document) -> AdmissionPolicy | None:
@@ -223,7 +229,7 @@ class Builder:
         variables: Mapping[str, CelType],
         expected: CelType,
     ) -> Expression | None:
-        compiled = cel.compile_expression(text, variables, expected)
+        compiled = cel.compile_expression(text, variables, expected, self.limits)
         if isinstance(compiled, cel.CelProgram):
             return Expression(format_path(path), compiled)
         for problem in compiled:

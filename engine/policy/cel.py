@@ -1,4 +1,4 @@
-"""CEL for fleetgate policies: with celnumbers, the only module that imports celpy.
+"""CEL for fleetgate policies: with celnumbers and celtranspile, the only modules importing celpy.
 
 Expressions are parsed, type-checked against the declared variables and compiled once, when a
 policy set loads. Evaluation never raises for a problem in the expression or its data: it returns
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import operator
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -25,7 +26,7 @@ import celpy.celtypes as ct
 import celpy.evaluation
 
 from engine.errors import QuantityError
-from engine.policy import celcheck, celnumbers
+from engine.policy import celcheck, celcost, celnumbers, celtranspile
 from engine.policy.access import Path, access_paths
 from engine.policy.celcheck import (
     BOOL,
@@ -115,15 +116,31 @@ def quantity(text: ct.StringType) -> ct.DoubleType | celpy.CELEvalError:
         return celpy.CELEvalError(str(err))  # celpy's way for a function to fail
 
 
+def concatenate(left: Any, right: Any) -> Any:
+    """CEL ``+``, keeping CEL types: cel-python adds two strings (or lists) with Python's ``+``,
+    which gives a plain ``str`` (or ``list``) that lacks CEL's methods, so
+    ``("," + s).contains(x)`` raised AttributeError out of the evaluation."""
+    result = operator.add(left, right)
+    if type(result) is str:
+        return ct.StringType(result)
+    if type(result) is list:
+        return ct.ListType(result)
+    return result
+
+
 _FUNCTIONS: Mapping[str, Callable[..., Any]] = {"quantity": quantity}
 FUNCTION_SIGS: Mapping[str, FunctionSig] = {"quantity": FunctionSig((STRING,), DOUBLE)}
 # what programs run: the extra functions, and CEL's comparisons across int, uint and double
-_RUNTIME_FUNCTIONS: Mapping[str, Callable[..., Any]] = {**_FUNCTIONS, **celnumbers.OPERATORS}
+_RUNTIME_FUNCTIONS: Mapping[str, Callable[..., Any]] = {
+    **_FUNCTIONS,
+    **celnumbers.OPERATORS,
+    "_+_": concatenate,
+}
 
-_ENVIRONMENT = celpy.Environment(runner_class=celpy.CompiledRunner)
+_ENVIRONMENT = celpy.Environment(runner_class=celtranspile.CompiledRunner)
 _BASE_GLOBALS: dict[str, Any] = dict(celpy.evaluation.result.__globals__)
 # Transpiled code names extra functions by module path (engine.policy.cel.quantity).
-for _fn in _RUNTIME_FUNCTIONS.values():
+for _fn in (*_RUNTIME_FUNCTIONS.values(), celtranspile.select):
     _root = _fn.__module__.split(".")[0]
     _BASE_GLOBALS[_root] = sys.modules[_root]
 
@@ -170,6 +187,7 @@ class CelProgram:
 
     ``accesses`` are the paths into the variables the expression can read (see ``access``):
     inputs that agree on them give the same result, which is what memoisation keys on.
+    ``budget``: the cost units one evaluation may spend in comprehensions (0: it has none).
     """
 
     source: str
@@ -177,6 +195,7 @@ class CelProgram:
     _code: Any = field(repr=False)
     _base: Any = field(repr=False)
     accesses: frozenset[Path]
+    budget: int = 0
 
     def evaluate(self, variables: Activation) -> Any:
         """The result as a plain Python value, or a CelError."""
@@ -184,6 +203,8 @@ class CelProgram:
         act.identifiers.load_values(variables.values)
         scope = dict(_BASE_GLOBALS)
         scope["base_activation"] = act
+        if self.budget:
+            scope["_budget"] = celtranspile.Budget(self.budget)
         try:
             exec(self._code, scope)
         except celpy.CELEvalError as err:
@@ -195,9 +216,12 @@ class CelProgram:
 
 
 def compile_expression(
-    text: str, variables: Mapping[str, CelType], expected: CelType
+    text: str,
+    variables: Mapping[str, CelType],
+    expected: CelType,
+    limits: celcost.CelLimits = celcost.DEFAULT_LIMITS,
 ) -> CelProgram | list[CelIssue]:
-    """Parse, type-check and compile; every issue found, or the program."""
+    """Parse, type-check, estimate the cost and compile; every issue found, or the program."""
     try:
         tree = _ENVIRONMENT.compile(text)
     except celpy.CELParseError as err:
@@ -211,11 +235,21 @@ def compile_expression(
         )
     if issues:
         return issues
+    cost = celcost.estimate(tree, variables)
+    if cost.cost > limits.cost_limit:
+        part = cost.costliest
+        return [CelIssue(part.line, part.column, celcost.describe_excess(cost, limits.cost_limit))]
     accesses = access_paths(tree, variables.keys())
     runner = _ENVIRONMENT.program(tree, functions=dict(_RUNTIME_FUNCTIONS))
     transpiler = runner.tp
+    metered = "_budget" in transpiler.source_text  # it has a comprehension
     return CelProgram(
-        text, expected, transpiler.executable_code, transpiler.base_activation, accesses
+        text,
+        expected,
+        transpiler.executable_code,
+        transpiler.base_activation,
+        accesses,
+        limits.budget if metered else 0,
     )
 
 
@@ -229,6 +263,11 @@ def _unexpected(text: str, line: int, column: int) -> str:
 def _assignable(inferred: CelType, expected: CelType) -> bool:
     if DYN in (inferred, expected) or inferred == expected:
         return True
+    if inferred.params and (inferred.kind, len(inferred.params)) == (
+        expected.kind,
+        len(expected.params),
+    ):  # list(dyn) where list(string) is expected (``[]``): checked when it is used
+        return all(map(_assignable, inferred.params, expected.params))
     # an int-valued expression where a double is expected is widened on the way out
     return expected == DOUBLE and inferred == INT
 

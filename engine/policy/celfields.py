@@ -13,6 +13,7 @@ from typing import Any
 
 from engine.policy import cel, defaults
 from engine.policy.celcheck import BOOL, DOUBLE, INT, STRING, CelType
+from engine.policy.celtypes import list_of
 
 JsonPath = tuple[str | int, ...]
 
@@ -35,6 +36,8 @@ FIELDS: Mapping[str, tuple[CelField, ...]] = {
         CelField(("gang", "allowSplit"), _MAP, BOOL, defaults.ALLOW_SPLIT),
         CelField(("placement", "filters", "*", "expression"), _PLACE, BOOL),
         CelField(("placement", "scores", "*", "expression"), _PLACE, DOUBLE),
+        CelField(("dependencies", "after"), _MAP, list_of(STRING)),
+        CelField(("dependencies", "sameClusterAs"), _MAP, STRING),
         CelField(("scope",), cel.SCOPE_VARS, BOOL, defaults.SCOPE),
     ),
     "AdmissionPolicy": (

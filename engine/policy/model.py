@@ -135,6 +135,15 @@ class Requeue:
 
 
 @dataclass(frozen=True, slots=True)
+class Dependencies:
+    """``spec.dependencies``: CEL over the job, added to what its template's annotations say
+    (``fleetgate.io/after``, ``fleetgate.io/same-cluster-as``). None: not set."""
+
+    after: Expression | None = None  # list(string) of references
+    same_cluster_as: Expression | None = None  # string: a reference, "" for none
+
+
+@dataclass(frozen=True, slots=True)
 class SchedulingPolicy:
     name: str
     queue: Expression
@@ -146,6 +155,7 @@ class SchedulingPolicy:
     requeue: Requeue
     scope: Expression
     origin: Origin | None  # None for the built-in default
+    dependencies: Dependencies = Dependencies()
 
 
 @dataclass(frozen=True, slots=True)

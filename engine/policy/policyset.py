@@ -12,6 +12,7 @@ from typing import Any
 from engine.errors import PolicyIssue, PolicyLoadError, not_an_object
 from engine.policy import schema
 from engine.policy.build import Builder, object_ref
+from engine.policy.celcost import DEFAULT_LIMITS, CelLimits
 from engine.policy.checks import check_queues
 from engine.policy.model import AdmissionPolicy, Queue, SchedulingPolicy
 from engine.policy.source import Document, format_path, policy_files, read_documents
@@ -53,8 +54,15 @@ class PolicySet:
         }
 
 
-def load_policy_set(paths: Iterable[Path | str], revision: str | None = None) -> PolicySet:
+def load_policy_set(
+    paths: Iterable[Path | str],
+    revision: str | None = None,
+    *,
+    cel_limits: CelLimits = DEFAULT_LIMITS,
+) -> PolicySet:
     """Load every policy document under ``paths``; raise PolicyLoadError with all issues.
+
+    ``cel_limits``: each expression's estimated-cost limit and runtime budget.
 
     Each path must give at least one document: an empty file, like a directory without YAML
     files, is an error (a wrong path or an empty ConfigMap, not a request for the defaults).
@@ -74,7 +82,7 @@ def load_policy_set(paths: Iterable[Path | str], revision: str | None = None) ->
         if found and len(documents) == read_before and len(issues) == issues_before:
             where = "directory holds" if root.is_dir() else "holds"
             issues.append(PolicyIssue(str(root), 0, 0, "", "", f"{where} no policy document"))
-    builder = Builder()
+    builder = Builder(cel_limits)
     valid = []
     for doc in documents:
         if _schema_valid(doc, issues):

@@ -5,6 +5,11 @@ a ConfigMap volume) loads a complete new PolicySet; it replaces the live one wit
 reference assignment, and only when it loaded without error. A bad edit leaves the last
 good set live and is recorded in ``PolicyHolder.status`` (for /readyz, metrics and logs).
 watchfiles groups a burst of events (a ``git checkout`` touching many files) into one reload.
+
+No half-written file goes live: a change is loaded only once the files' fingerprints have stayed
+the same for a settle interval (``Settler``), and a read is kept only if the fingerprints are the
+same before and after it (``PolicyHolder`` with ``look``); otherwise it is discarded and tried
+again once the files settle. A discarded read is not a failed reload: it counts in ``retries``.
 """
 
 from __future__ import annotations
@@ -13,18 +18,22 @@ import datetime as dt
 import logging
 import re
 import threading
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import watchfiles
 
 from engine.errors import FleetgateError, PolicyIssue, PolicyLoadError
-from engine.policy.policyset import PolicySet
+from engine.policy.policyset import PolicySet, load_policy_set
+from engine.policy.source import policy_files
 
 log = logging.getLogger(__name__)
 
 Clock = Callable[[], dt.datetime]
+Fingerprint = tuple[tuple[str, int, int, int], ...]
+Look = Callable[[], Hashable | None]  # a fingerprint of what a load reads; None: look again
 
 
 def _utcnow() -> dt.datetime:
@@ -41,6 +50,7 @@ class ReloadStatus:
     errors: tuple[PolicyIssue, ...] = ()  # of the last attempt; empty when it succeeded
     reloads: int = 0  # successful loads, the first included
     failures: int = 0  # failed loads
+    retries: int = 0  # reads discarded because the files changed meanwhile (not failures)
 
     @property
     def ready(self) -> bool:
@@ -53,19 +63,98 @@ class ReloadStatus:
         return self.ready and not self.errors
 
 
+def _crash_issue(error: BaseException) -> PolicyIssue:
+    return PolicyIssue("", 0, 0, "", "", f"policy loader failed: {type(error).__name__}: {error}")
+
+
 class NoPolicySetError(FleetgateError):
     """Asked for the live policy set before any valid one was loaded."""
+
+
+def fingerprint(paths: Iterable[Path]) -> Fingerprint | None:
+    """(path, mtime_ns, size, inode) of each file, symlinks followed; None while one is missing.
+
+    Following symlinks, the kubelet's ``..data`` swap changes the inode of every visible file.
+    """
+    try:
+        return tuple(
+            (str(path), s.st_mtime_ns, s.st_size, s.st_ino)
+            for path in paths
+            for s in (path.stat(),)
+        )
+    except OSError:
+        return None  # mid-swap: look again next time
+
+
+def policy_fingerprint(paths: Sequence[Path]) -> Callable[[], Fingerprint | None]:
+    """A ``Look`` at the files that ``load_policy_set(paths)`` reads."""
+
+    def look() -> Fingerprint | None:
+        try:
+            files = policy_files(paths)[0]
+        except OSError:  # a directory removed while it was listed
+            return None
+        return fingerprint(files)
+
+    return look
+
+
+class Settler:
+    """Says when a fingerprint has stayed the same for ``seconds``, as seen by ``settled``."""
+
+    def __init__(self, seconds: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.seconds = seconds
+        self._clock = clock
+        self._value: Hashable | None = None
+        self._since = clock()
+        self._known = False
+
+    def restart(self) -> None:
+        """Something changed that the fingerprint may not show yet: start counting again."""
+        self._known = False
+
+    def settled(self, value: Hashable | None) -> bool:
+        """Record a look; True once ``value`` has been seen unchanged for ``seconds``.
+
+        None (a file missing mid-swap) never settles and restarts the count.
+        """
+        now = self._clock()
+        if not self._known or value is None or value != self._value:
+            self._value, self._since, self._known = value, now, value is not None
+            return value is not None and self.seconds <= 0
+        return now - self._since >= self.seconds
+
+    def remaining(self) -> float:
+        """Seconds until the value last seen settles, if it does not change."""
+        return max(0.0, self._since + self.seconds - self._clock())
 
 
 class PolicyHolder:
     """Holds the live PolicySet. Read ``current`` once per request or cycle and keep it."""
 
-    def __init__(self, load: Callable[[], PolicySet], clock: Clock = _utcnow) -> None:
+    def __init__(
+        self, load: Callable[[], PolicySet], clock: Clock = _utcnow, *, look: Look | None = None
+    ) -> None:
+        """``look``: a fingerprint of the files ``load`` reads. With it, a reload whose files
+        changed while they were read is discarded (see ``reload``)."""
         self._load = load
         self._clock = clock
+        self._look = look
         self._current: PolicySet | None = None
         self._status = ReloadStatus()
         self._lock = threading.Lock()  # one reload at a time; readers never take it
+
+    @classmethod
+    def for_paths(cls, paths: Sequence[Path], *, revision: str | None = None) -> PolicyHolder:
+        """A holder that loads ``paths`` with ``load_policy_set`` and checks each read."""
+        roots = list(paths)
+        return cls(
+            lambda: load_policy_set(roots, revision=revision), look=policy_fingerprint(roots)
+        )
+
+    @property
+    def look(self) -> Look | None:
+        return self._look
 
     @property
     def current(self) -> PolicySet:
@@ -88,35 +177,63 @@ class PolicyHolder:
 
     def record_crash(self, error: BaseException) -> None:
         """A load that failed with a bug rather than bad input: keep the live set, report it."""
-        issue = PolicyIssue("-", 1, 1, "", "", f"policy loader failed: {error!r}")
         with self._lock:
-            self._record_failure(self._clock(), (issue,))
+            self._record_failure(self._clock(), (_crash_issue(error),))
 
-    def reload(self) -> bool:
-        """Load the files again; swap the new set in if valid. True when swapped."""
+    def _record_discard(self, why: str) -> bool:
+        self._status = replace(self._status, retries=self._status.retries + 1)
+        log.info("policy read discarded: %s; retrying once the files settle", why)
+        return False
+
+    def _report_failure(self, now: dt.datetime, error: Exception) -> None:
+        live = self._status.version or "none"
+        if isinstance(error, PolicyLoadError):
+            self._record_failure(now, error.issues)
+            lines = "\n".join(str(issue) for issue in error.issues)
+            log.error("policy reload failed; keeping version %s live:\n%s", live, lines)
+        else:
+            self._record_failure(now, (_crash_issue(error),))
+            log.error("policy loader crashed; keeping version %s live", live, exc_info=error)
+
+    def reload(self, expected: Hashable | None = None) -> bool:
+        """Load the files again; swap the new set in if valid. True when swapped.
+
+        With ``look``, the read must be consistent: the fingerprint before loading (equal to
+        ``expected``, the one the caller saw settle, when given) and after it must be the same.
+        If not, the outcome, good or bad, is discarded: the files are still being written. That
+        counts in ``status.retries``, not as a failure; the caller tries again once they settle.
+        """
         with self._lock:
             now = self._clock()
+            before = self._look() if self._look is not None else None
+            if self._look is not None:
+                if before is None:
+                    return self._record_discard("a policy file is missing mid-swap")
+                if expected is not None and before != expected:
+                    return self._record_discard("the files changed since they settled")
+            # The edge where every loader failure must become a failed reload: a loader bug
+            # (or RecursionError, MemoryError on hostile input) must not leave /readyz and
+            # fleetgate_policy_healthy saying the files on disk are live. It is logged, with its
+            # traceback, by _report_failure unless the read is discarded.
             try:
-                policies = self._load()
-            except PolicyLoadError as err:
-                self._record_failure(now, err.issues)
-                live = self._status.version or "none"
-                log.error(
-                    "policy reload failed; keeping version %s live:\n%s",
-                    live,
-                    "\n".join(str(issue) for issue in err.issues),
-                )
+                outcome: PolicySet | Exception = self._load()
+            except Exception as err:  # noqa: BLE001
+                outcome = err
+            if self._look is not None and self._look() != before:
+                return self._record_discard("the files changed while they were read")
+            if isinstance(outcome, Exception):
+                self._report_failure(now, outcome)
                 return False
-            self._current = policies  # the one assignment readers can observe
+            self._current = outcome  # the one assignment readers can observe
             self._status = replace(
                 self._status,
-                version=policies.version,
+                version=outcome.version,
                 loaded_at=now,
                 last_attempt_at=now,
                 errors=(),
                 reloads=self._status.reloads + 1,
             )
-            log.info("policy version %s is live", policies.version)
+            log.info("policy version %s is live", outcome.version)
             return True
 
 
@@ -154,7 +271,13 @@ def policy_change_filter(roots: Sequence[Path]) -> ChangeFilter:
 
 
 class PolicyWatcher:
-    """Watches the policy paths in a background thread and reloads the holder on change."""
+    """Watches the policy paths in a background thread and reloads the holder on change.
+
+    A change is loaded once no event came and the files' fingerprint (the holder's ``look``, else
+    one of the policy files under ``paths``) stayed the same for ``settle`` seconds; the reload
+    is told that fingerprint, so a write that starts meanwhile is not loaded half-done. If the
+    files changed during the reload, it settles and reloads again.
+    """
 
     def __init__(
         self,
@@ -162,11 +285,14 @@ class PolicyWatcher:
         paths: Sequence[Path | str],
         debounce_ms: int = 400,
         step_ms: int = 50,
+        settle: float = 0.3,
     ) -> None:
         self._holder = holder
         self._paths = [Path(p) for p in paths]
         self._debounce_ms = debounce_ms
         self._step_ms = step_ms
+        self._settle = settle
+        self._look = holder.look or policy_fingerprint(self._paths)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.batches = 0  # reloads triggered, for tests and metrics
@@ -200,25 +326,38 @@ class PolicyWatcher:
 
     def _run(self, ready: threading.Event) -> None:
         watched = [p if p.is_dir() else p.parent for p in self._paths]
+        accept = policy_change_filter(watched)
+        # Unfiltered, so that a stream of ignored events (an editor's swap file) cannot hold
+        # back the timeouts that let a pending change settle.
         changes = watchfiles.watch(
             *watched,
-            watch_filter=policy_change_filter(watched),
+            watch_filter=None,
             debounce=self._debounce_ms,
             step=self._step_ms,
             stop_event=self._stop,
             yield_on_timeout=True,
-            rust_timeout=200,
+            rust_timeout=int(min(200, max(10, self._settle * 1000 / 4))),
         )
+        settler = Settler(self._settle)
+        pending = False
         for batch in changes:
             ready.set()  # the first (empty, on timeout) batch means the watch is active
             if self._stop.is_set():
                 return
-            if not batch:
+            relevant = [(change, path) for change, path in batch if accept(change, path)]
+            if relevant:
+                pending = True
+                settler.restart()
+            if not pending:
+                continue
+            settled = self._look()
+            if not settler.settled(settled):
                 continue
             self.batches += 1
-            log.info("policy files changed (%d event(s)); reloading", len(batch))
+            log.info("policy files changed and settled; reloading")
             try:
-                self._holder.reload()
+                self._holder.reload(expected=settled)
             except Exception as err:  # a loader bug must not end the watch
                 log.exception("policy reload crashed; the live set is kept")
                 self._holder.record_crash(err)
+            pending = self._look() != settled  # changed during or since the read: settle again

@@ -57,8 +57,21 @@ def _validators() -> Mapping[str, Draft202012Validator]:
     validators = {}
     for kind, name in KINDS.items():
         Draft202012Validator.check_schema(documents[name])
-        validators[kind] = Draft202012Validator(documents[name], registry=registry)
+        validators[kind] = Draft202012Validator(
+            documents[name], registry=registry, format_checker=_FORMATS
+        )
     return validators
+
+
+_FORMATS = jsonschema.FormatChecker(formats=())
+
+
+@_FORMATS.checks("kubernetes-quantity", raises=QuantityError)
+def _within_limits(instance: object) -> bool:
+    """Range and precision of a quantity (the schema's pattern checks only its spelling)."""
+    if isinstance(instance, str | int | float) and not isinstance(instance, bool):
+        parse_quantity(instance)
+    return True
 
 
 def validate(document: Mapping[str, Any]) -> list[SchemaIssue]:

@@ -16,6 +16,7 @@ import yaml
 
 from engine.errors import NO_SUCH_FILE, PolicyIssue, cannot_read, no_files_in, yaml_syntax
 from engine.policy import kustomize
+from engine.yamlguard import YAMLLimitError, guarded_loader
 
 JsonPath = tuple[str | int, ...]
 
@@ -99,7 +100,11 @@ def _is_policy_file(path: Path, directory: Path) -> bool:
 
 
 def read_documents(path: Path, text: str | None = None) -> tuple[list[Document], list[PolicyIssue]]:
-    """Parse every YAML document in ``path``; empty documents are skipped."""
+    """Parse every YAML document in ``path``; empty documents are skipped.
+
+    Nesting and alias expansion are bounded (``engine.yamlguard``): a document beyond them is
+    an issue at its place that, like a syntax error, ends the reading of the file.
+    """
     name = str(path)
     if text is None:
         try:
@@ -108,14 +113,18 @@ def read_documents(path: Path, text: str | None = None) -> tuple[list[Document],
             return [], [_file_issue(path, cannot_read(err))]
     documents: list[Document] = []
     issues: list[PolicyIssue] = []
-    loader = yaml.SafeLoader(text)
+    loader = guarded_loader(text)
     try:
         index = 0
         while loader.check_node():
-            node = loader.get_node()
+            try:
+                node = loader.get_node()
+            except YAMLLimitError as err:
+                issues.append(_limit_issue(name, err))
+                break
             if node is None:
                 continue
-            indexer = _Indexer(name)
+            indexer = _Indexer(name, text)
             indexer.walk(node, ())
             issues.extend(indexer.issues)
             data = loader.construct_document(node)
@@ -151,6 +160,12 @@ def format_path(path: Iterable[str | int]) -> str:
     return out
 
 
+def _limit_issue(file: str, err: YAMLLimitError) -> PolicyIssue:
+    mark = err.problem_mark
+    line, column = (mark.line + 1, mark.column + 1) if mark else (0, 0)
+    return PolicyIssue(file, line, column, "", "", f"YAML document refused: {err.problem}")
+
+
 def _file_issue(path: Path, message: str) -> PolicyIssue:
     return PolicyIssue(str(path), 0, 0, "", "", message)
 
@@ -162,8 +177,9 @@ def _position(node: yaml.Node) -> Position:
 class _Indexer:
     """Walks a composed YAML node tree, recording positions and duplicate keys."""
 
-    def __init__(self, file: str) -> None:
+    def __init__(self, file: str, text: str) -> None:
         self.file = file
+        self.text = text
         self.positions: dict[JsonPath, Position] = {}
         self.key_positions: dict[JsonPath, Position] = {}
         self.scalars: dict[JsonPath, ScalarText] = {}
@@ -181,7 +197,9 @@ class _Indexer:
         finally:
             self._active.discard(id(node))
         if isinstance(node, yaml.ScalarNode) and node.tag == "tag:yaml.org,2002:str":
-            self.scalars[path] = ScalarText(node.style, _position(node), _block_indent(node))
+            self.scalars[path] = ScalarText(
+                node.style, _position(node), _block_indent(node, self.text)
+            )
 
     def _children(self, node: yaml.Node, path: JsonPath) -> Iterator[tuple[JsonPath, yaml.Node]]:
         if isinstance(node, yaml.SequenceNode):
@@ -215,18 +233,17 @@ class _Indexer:
                 yield (*path, key), value_node
 
 
-def _block_indent(node: yaml.ScalarNode) -> int:
-    """Column of the first content line of a block scalar (| or >), 0-based."""
+def _block_indent(node: yaml.ScalarNode, text: str) -> int:
+    """Column of the first content line of a block scalar (| or >), 0-based.
+
+    From the document's text at the mark's character index: libyaml's marks have no buffer.
+    """
     if node.style not in ("|", ">"):
         return 0
-    buffer = node.start_mark.buffer
-    if buffer is None:
-        return 0
-    start = node.start_mark.pointer
-    newline = buffer.find("\n", start)
+    newline = text.find("\n", node.start_mark.index)
     if newline < 0:
         return 0
-    rest = buffer[newline + 1 :]
+    rest = text[newline + 1 :]
     for line in rest.splitlines():
         if line.strip():
             return len(line) - len(line.lstrip(" "))

@@ -16,7 +16,7 @@ from fractions import Fraction
 from typing import Any
 
 from engine.errors import QuantityError
-from engine.quantity import parse_quantity
+from engine.quantity import MAX_QUANTITY, parse_quantity
 from engine.resources import Resources
 from engine.workloads.colocation import batch_resources, is_batch_pod
 from engine.workloads.model import DemandError
@@ -105,7 +105,9 @@ def expect_list(value: Any, path: str) -> list[Any]:
 
 
 def expect_int(value: Any, path: str, default: int | None = None, minimum: int = 0) -> int:
-    """An integer field (absent → ``default``); bools and negative numbers are errors."""
+    """An integer field (absent → ``default``); bools, negative numbers and numbers beyond
+    int64 (as Kubernetes stores them; counts times quantities then stay within a float) are
+    errors."""
     if value is None:
         if default is None:
             raise DemandError(path, "required")
@@ -114,4 +116,8 @@ def expect_int(value: Any, path: str, default: int | None = None, minimum: int =
         raise DemandError(path, f"expected an integer, got {value!r}")
     if value < minimum:
         raise DemandError(path, f"must be at least {minimum}, got {value}")
+    if value > MAX_QUANTITY:  # str() of a huge int is slow, and refused past 4300 digits
+        raise DemandError(
+            path, f"must be at most {MAX_QUANTITY}, got a {value.bit_length()}-bit integer"
+        )
     return value

@@ -5,7 +5,6 @@ count covers that cycle and not the setup before it, and a repeat gives the same
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -13,13 +12,16 @@ from pathlib import Path
 import pytest
 
 from engine.bench.runner import run
+from tests.conftest import require_tool
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "cycle_instructions.py"
 
-pytestmark = pytest.mark.skipif(
-    shutil.which("valgrind") is None or shutil.which("callgrind_control") is None,
-    reason="valgrind is not installed: the instruction count needs callgrind",
-)
+
+@pytest.fixture(autouse=True)
+def _callgrind() -> None:
+    """The instruction count needs callgrind (Debian package valgrind)."""
+    require_tool("valgrind")
+    require_tool("callgrind_control")
 
 
 def count(jobs: int) -> dict[str, int]:

@@ -12,7 +12,10 @@ the scenario; ``admitted: east`` makes a job that already runs there (its pods c
 cluster's allocated and its queue's usage); ``adopted: true`` drops fleetgate's admission
 annotations from such a job (placed before fleetgate was installed, or its annotations lost:
 its Scheduled condition gives the time); ``backoffUntil`` (RFC 3339) and ``attempts`` mark a
-requeued job.
+requeued job. Dependencies: ``after`` (the ``fleetgate.io/after`` text) and ``sameClusterAs``
+go on the template; ``finished: succeeded`` or ``finished: failed`` marks an admitted job's
+clusters as reporting that end (it then holds nothing); ``managed: false`` makes a binding
+fleetgate does not manage.
 """
 
 from __future__ import annotations
@@ -150,6 +153,13 @@ def job(spec: Mapping[str, Any]) -> tuple[BindingView, Workload]:
         resizable=kind in RESIZABLE,
         priority_class_name=f"p{spec['priority']}" if "priority" in spec else None,
         labels=FrozenDict(labels),
+        annotations=FrozenDict(
+            {
+                key: spec[field]
+                for field, key in (("after", ann.AFTER), ("sameClusterAs", ann.SAME_CLUSTER_AS))
+                if field in spec
+            }
+        ),
         created_at=created,
     )
     annotations: dict[str, str] = {ann.QUEUED_AT: ann.format_time(created)}
@@ -189,11 +199,12 @@ def job(spec: Mapping[str, Any]) -> tuple[BindingView, Workload]:
         placement=_placement(spec.get("placement")),
         applied=FrozenDict(applied),
         health=FrozenDict(dict.fromkeys(applied, "Healthy")),
-        finished=frozenset(),
+        finished=frozenset(n for n, _ in clusters) if spec.get("finished") else frozenset(),
+        failed=frozenset(n for n, _ in clusters if spec.get("finished") == "failed"),
         conditions=FrozenDict(),
         generation=1,
         scheduler_observed_generation=0,
-        labels=FrozenDict({ann.MANAGED: "true"}),
+        labels=FrozenDict({ann.MANAGED: "true"} if spec.get("managed", True) else {}),
         annotations=FrozenDict(annotations),
         created_at=created,
         scheduled_at=scheduled_at,
@@ -219,8 +230,8 @@ def snapshot(scenario: Mapping[str, Any]) -> Snapshot:
     jobs = [job(spec) for spec in scenario.get("jobs", ())]
     running: dict[str, list[tuple[int, Resources]]] = {}
     for (binding, workload), spec in zip(jobs, scenario.get("jobs", ()), strict=True):
-        if spec.get("inFlight"):
-            continue  # admitted, but the cluster's status does not show it yet
+        if spec.get("inFlight") or spec.get("finished"):
+            continue  # admitted, but the cluster's status does not show it yet, or it ended
         for name, count in binding.clusters:
             for role in workload.roles:
                 n = count if workload.resizable else role.replicas

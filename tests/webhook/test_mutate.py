@@ -124,6 +124,19 @@ def test_unsuspended_binding_keeps_its_queue_time(client):
     assert patched["metadata"]["annotations"][ann.QUEUED_AT] == "2025-03-10T09:50:00Z"
 
 
+def test_unreadable_queue_time_is_stamped_again(client):
+    """A queued-at fleetgate cannot parse would leave the job without a place in its queue:
+    the webhook replaces it with the time of the request."""
+    binding = example("ResourceBinding", "tokenizer-stats-job")
+    binding["metadata"]["annotations"][ann.QUEUED_AT] = "yesterday"
+    binding["spec"]["suspension"] = {"scheduling": False}
+    answer, _ = mutate(client, binding, operation="UPDATE", old=binding)
+    patched = apply_patch(binding, patch_of(answer))
+    assert patched["spec"]["suspension"]["scheduling"] is True
+    assert patched["metadata"]["annotations"][ann.QUEUED_AT] == NOW_TEXT
+    assert answer["response"]["auditAnnotations"]["decision"] == "held"
+
+
 def test_out_of_scope_binding_is_allowed_unchanged(client):
     binding = created_binding()
     binding["spec"]["resource"].update(apiVersion="apps/v1", kind="Deployment")

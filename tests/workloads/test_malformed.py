@@ -6,6 +6,7 @@ import copy
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -90,13 +91,26 @@ def test_random_objects_of_every_kind(kind, spec, metadata):
     check({"apiVersion": api_version, "kind": name, "metadata": metadata, "spec": spec})
 
 
-def fixture_objects() -> list[dict[str, Any]]:
+def fixture_objects(directory: Path = FIXTURES) -> list[dict[str, Any]]:
+    """Every object of the workload fixtures; none is an error, not a reason to fuzz less."""
     objects = []
-    for path in sorted(Path(FIXTURES).glob("*.yaml")):
+    for path in sorted(directory.glob("*.yaml")):
         if path.name.endswith(".expected.yaml"):
             continue
         objects.extend(d for d in yaml.safe_load_all(path.read_text()) if isinstance(d, dict))
-    return objects or [{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {}}]
+    if not objects:
+        raise FileNotFoundError(f"no workload manifests in {directory} to mutate")
+    return objects
+
+
+def test_missing_fixtures_are_an_error(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no workload manifests"):
+        fixture_objects(tmp_path)
+
+
+def test_the_mutated_objects_are_the_fixtures():
+    kinds = {obj["kind"] for obj in fixture_objects()}
+    assert {"PyTorchJob", "MPIJob", "RayJob", "SparkApplication", "Job"} <= kinds
 
 
 def paths(node: Any, prefix: tuple = ()) -> list[tuple]:

@@ -1,0 +1,184 @@
+"""API errors as ``metav1.Status`` values, the shape every Kubernetes client decodes.
+
+One exception, :class:`StatusError`, carries a Status dict; the in-process API raises it and the
+HTTP layer writes it with its ``code``. The constructors below mirror apimachinery's
+``k8s.io/apimachinery/pkg/api/errors`` (``NewNotFound``, ``NewConflict``, …): same reasons,
+codes and message wording, so client code written against the sandbox reads real errors too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+
+class SandboxError(Exception):
+    """Root of the sandbox's errors."""
+
+
+class StatusError(SandboxError):
+    """An API error: ``status`` is the ``metav1.Status`` the server answers with."""
+
+    def __init__(self, status: dict[str, Any]) -> None:
+        super().__init__(status.get("message", ""))
+        self.status = status
+
+    @property
+    def code(self) -> int:
+        return int(self.status["code"])
+
+    @property
+    def reason(self) -> str:
+        return str(self.status.get("reason", ""))
+
+
+def status(
+    code: int,
+    reason: str,
+    message: str,
+    details: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code,
+    }
+    if details:
+        body["details"] = details
+    return body
+
+
+def success_status(details: dict[str, Any] | None = None) -> dict[str, Any]:
+    body: dict[str, Any] = {"kind": "Status", "apiVersion": "v1", "metadata": {}}
+    body["status"] = "Success"
+    if details:
+        body["details"] = details
+    return body
+
+
+def _qualified(group: str, plural: str) -> str:
+    return f"{plural}.{group}" if group else plural
+
+
+def not_found(group: str, plural: str, name: str) -> StatusError:
+    resource = _qualified(group, plural)
+    return StatusError(
+        status(
+            404,
+            "NotFound",
+            f'{resource} "{name}" not found',
+            {"name": name, "group": group, "kind": plural},
+        )
+    )
+
+
+def already_exists(group: str, plural: str, name: str) -> StatusError:
+    resource = _qualified(group, plural)
+    return StatusError(
+        status(
+            409,
+            "AlreadyExists",
+            f'{resource} "{name}" already exists',
+            {"name": name, "group": group, "kind": plural},
+        )
+    )
+
+
+def conflict(group: str, plural: str, name: str, why: str) -> StatusError:
+    resource = _qualified(group, plural)
+    return StatusError(
+        status(
+            409,
+            "Conflict",
+            f'Operation cannot be fulfilled on {resource} "{name}": {why}',
+            {"name": name, "group": group, "kind": plural},
+        )
+    )
+
+
+def stale_object(group: str, plural: str, name: str) -> StatusError:
+    why = (
+        "the object has been modified; "
+        "please apply your changes to the latest version and try again"
+    )
+    return conflict(group, plural, name, why)
+
+
+def invalid(
+    group: str,
+    kind: str,
+    name: str,
+    causes: Sequence[tuple[str, str, str]],
+) -> StatusError:
+    """422 Invalid; ``causes`` are (field, reason, message), reasons as ``metav1.CauseType``."""
+    qualified = f"{kind}.{group}" if group else kind
+    detail = ", ".join(f"{field}: {message}" for field, _, message in causes)
+    message = f'{qualified} "{name}" is invalid: {detail}'
+    if len(causes) > 1:
+        joined = ", ".join(f"{field}: {message}" for field, _, message in causes)
+        message = f'{qualified} "{name}" is invalid: [{joined}]'
+    return StatusError(
+        status(
+            422,
+            "Invalid",
+            message,
+            {
+                "name": name,
+                "group": group,
+                "kind": kind,
+                "causes": [
+                    {"reason": reason, "message": message, "field": field}
+                    for field, reason, message in causes
+                ],
+            },
+        )
+    )
+
+
+def bad_request(message: str) -> StatusError:
+    return StatusError(status(400, "BadRequest", message))
+
+
+def gone(message: str) -> StatusError:
+    return StatusError(status(410, "Expired", message))
+
+
+def method_not_allowed(method: str, what: str) -> StatusError:
+    return StatusError(
+        status(405, "MethodNotAllowed", f"the server does not allow this method on {what}")
+        | {"details": {"causes": [{"message": f"method {method} not allowed"}]}}
+    )
+
+
+def unsupported_media_type(content_type: str, accepted: Sequence[str]) -> StatusError:
+    message = (
+        f"the body of the request was in an unknown format - accepted media types include: "
+        f"{', '.join(accepted)}"
+    )
+    if content_type:
+        message = f"{content_type}: {message}"
+    return StatusError(status(415, "UnsupportedMediaType", message))
+
+
+def forbidden(group: str, plural: str, name: str, why: str) -> StatusError:
+    resource = _qualified(group, plural)
+    return StatusError(
+        status(
+            403,
+            "Forbidden",
+            f'{resource} "{name}" is forbidden: {why}',
+            {"name": name, "group": group, "kind": plural},
+        )
+    )
+
+
+def not_found_path() -> StatusError:
+    return StatusError(status(404, "NotFound", "the server could not find the requested resource"))
+
+
+def internal(message: str) -> StatusError:
+    return StatusError(status(500, "InternalError", f"Internal error occurred: {message}"))
