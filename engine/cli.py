@@ -8,9 +8,10 @@ import functools
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from typing import Any
 
 from engine.errors import PolicyLoadError
 from engine.policy.policyset import PolicySet, load_policy_set
@@ -266,11 +267,30 @@ def _inspect(args: argparse.Namespace) -> int:
     return EXIT_INVALID if result.errors else EXIT_OK
 
 
+def read_fleet_objects(paths: Sequence[Path]) -> list[tuple[str, Mapping[str, Any]]] | None:
+    """The snapshot's documents (refused ones warned of, left out); None, the errors printed,
+    when any cannot be read: a cycle on part of the fleet would miss capacity and jobs."""
+    from engine.fleet.files import read_objects
+    from engine.fleet.model import IssueCode
+
+    objects, problems = read_objects(paths)
+    for refused in (p for p in problems if p.code is IssueCode.REFUSED):
+        print(f"warning: {refused}; that document is left out", file=sys.stderr)
+    problems = [p for p in problems if p.code is not IssueCode.REFUSED]
+    if problems:
+        for problem in problems:
+            print(problem, file=sys.stderr)
+        print(
+            f"{len(problems)} error(s): the snapshot cannot be read; no cycle was run",
+            file=sys.stderr,
+        )
+        return None
+    return objects
+
+
 def _dry_run(args: argparse.Namespace) -> int:
     from engine import dryrun
     from engine.cycle.cycle import run_cycle
-    from engine.fleet.files import read_objects
-    from engine.fleet.model import IssueCode
     from engine.fleet.snapshot import build_snapshot
     from engine.gcpause import collector_paused
 
@@ -280,17 +300,8 @@ def _dry_run(args: argparse.Namespace) -> int:
         for issue in err.issues:
             print(issue, file=sys.stderr)
         return EXIT_INVALID
-    objects, problems = read_objects(args.snapshot)
-    for refused in (p for p in problems if p.code is IssueCode.REFUSED):
-        print(f"warning: {refused}; that document is left out", file=sys.stderr)
-    problems = [p for p in problems if p.code is not IssueCode.REFUSED]
-    if problems:  # a cycle on part of the fleet would decide on capacity and jobs it cannot see
-        for problem in problems:
-            print(problem, file=sys.stderr)
-        print(
-            f"{len(problems)} error(s): the snapshot cannot be read; no cycle was run",
-            file=sys.stderr,
-        )
+    objects = read_fleet_objects(args.snapshot)
+    if objects is None:
         return EXIT_INVALID
     now = args.now or dt.datetime.now(dt.UTC)
     submitted = _submit_jobs(args.job, objects, policies, now)

@@ -127,22 +127,12 @@ def _git_bytes(*argv: str) -> bytes:
 
 def _read_snapshot(paths: Sequence[Path]):  # -> Snapshot | None
     """The snapshot, its warnings printed; None (the errors printed) when it cannot be read."""
-    from engine.fleet.files import read_objects
-    from engine.fleet.model import IssueCode
+    from engine.cli import read_fleet_objects
     from engine.fleet.snapshot import build_snapshot
     from engine.fleet.submit import unbound_templates
 
-    objects, problems = read_objects(paths)
-    for refused in (p for p in problems if p.code is IssueCode.REFUSED):
-        print(f"warning: {refused}; that document is left out", file=sys.stderr)
-    problems = [p for p in problems if p.code is not IssueCode.REFUSED]
-    if problems:
-        for problem in problems:
-            print(problem, file=sys.stderr)
-        print(
-            f"{len(problems)} error(s): the snapshot cannot be read; no cycle was run",
-            file=sys.stderr,
-        )
+    objects = read_fleet_objects(paths)
+    if objects is None:
         return None
     snapshot = build_snapshot(objects)
     for issue in [*snapshot.errors, *unbound_templates(objects)]:

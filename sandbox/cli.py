@@ -17,6 +17,8 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from engine import argtypes
+
 if TYPE_CHECKING:
     from sandbox.karmada import KarmadaControllers
 
@@ -44,7 +46,9 @@ def add_parser(subparsers: Any) -> None:
         help=f"the member clusters, a fleet file ({DEFAULT_FLEET})",
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
-    parser.add_argument("--port", type=_port, default=6443, help="port (6443; 0: any free port)")
+    parser.add_argument(
+        "--port", type=argtypes.port, default=6443, help="port (6443; 0: any free port)"
+    )
     parser.add_argument(
         "--speed", type=_speed, default=1.0, help="clock speed of the controllers (1: real time)"
     )
@@ -92,7 +96,7 @@ def _add_fault_parser(subparsers: Any) -> None:
     def matching(parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--method", default=".*", help="HTTP method (regular expression)")
         parser.add_argument("--path", default="", help="request path (regular expression)")
-        parser.add_argument("--count", type=_port, help="only the next N matching requests")
+        parser.add_argument("--count", type=argtypes.port, help="only the next N matching requests")
         parser.add_argument("--probability", type=float, default=1.0, help="chance per request")
 
     error = kinds.add_parser("error", help="answer matching requests with an error code")
@@ -120,18 +124,8 @@ def _add_fault_parser(subparsers: Any) -> None:
     fault.set_defaults(handler=run_fault)
 
 
-def _port(text: str) -> int:
-    value = int(text)
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"must be 0…65535, got {value}")
-    return value
-
-
 def _speed(text: str) -> float:
-    value = float(text)
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be more than 0, got {text}")
-    return value
+    return argtypes.more_than_zero(text)
 
 
 def _service_urls(entries: list[str]) -> dict[tuple[str, str, int], str]:

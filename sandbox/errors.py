@@ -64,40 +64,28 @@ def _qualified(group: str, plural: str) -> str:
     return f"{plural}.{group}" if group else plural
 
 
+def _object_error(
+    code: int, reason: str, group: str, plural: str, name: str, message: str, **extra: Any
+) -> StatusError:
+    """A Status about one named object: details carry its name, group and kind."""
+    details = {"name": name, "group": group, "kind": plural, **extra}
+    return StatusError(status(code, reason, message, details))
+
+
 def not_found(group: str, plural: str, name: str) -> StatusError:
-    resource = _qualified(group, plural)
-    return StatusError(
-        status(
-            404,
-            "NotFound",
-            f'{resource} "{name}" not found',
-            {"name": name, "group": group, "kind": plural},
-        )
-    )
+    message = f'{_qualified(group, plural)} "{name}" not found'
+    return _object_error(404, "NotFound", group, plural, name, message)
 
 
 def already_exists(group: str, plural: str, name: str) -> StatusError:
-    resource = _qualified(group, plural)
-    return StatusError(
-        status(
-            409,
-            "AlreadyExists",
-            f'{resource} "{name}" already exists',
-            {"name": name, "group": group, "kind": plural},
-        )
-    )
+    message = f'{_qualified(group, plural)} "{name}" already exists'
+    return _object_error(409, "AlreadyExists", group, plural, name, message)
 
 
 def conflict(group: str, plural: str, name: str, why: str) -> StatusError:
     resource = _qualified(group, plural)
-    return StatusError(
-        status(
-            409,
-            "Conflict",
-            f'Operation cannot be fulfilled on {resource} "{name}": {why}',
-            {"name": name, "group": group, "kind": plural},
-        )
-    )
+    message = f'Operation cannot be fulfilled on {resource} "{name}": {why}'
+    return _object_error(409, "Conflict", group, plural, name, message)
 
 
 def stale_object(group: str, plural: str, name: str) -> StatusError:
@@ -115,28 +103,14 @@ def invalid(
     causes: Sequence[tuple[str, str, str]],
 ) -> StatusError:
     """422 Invalid; ``causes`` are (field, reason, message), reasons as ``metav1.CauseType``."""
-    qualified = f"{kind}.{group}" if group else kind
-    detail = ", ".join(f"{field}: {message}" for field, _, message in causes)
-    message = f'{qualified} "{name}" is invalid: {detail}'
+    joined = ", ".join(f"{field}: {message}" for field, _, message in causes)
     if len(causes) > 1:
-        joined = ", ".join(f"{field}: {message}" for field, _, message in causes)
-        message = f'{qualified} "{name}" is invalid: [{joined}]'
-    return StatusError(
-        status(
-            422,
-            "Invalid",
-            message,
-            {
-                "name": name,
-                "group": group,
-                "kind": kind,
-                "causes": [
-                    {"reason": reason, "message": message, "field": field}
-                    for field, reason, message in causes
-                ],
-            },
-        )
-    )
+        joined = f"[{joined}]"
+    message = f'{_qualified(group, kind)} "{name}" is invalid: {joined}'
+    reasons = [
+        {"reason": reason, "message": message, "field": field} for field, reason, message in causes
+    ]
+    return _object_error(422, "Invalid", group, kind, name, message, causes=reasons)
 
 
 def bad_request(message: str) -> StatusError:
@@ -165,15 +139,8 @@ def unsupported_media_type(content_type: str, accepted: Sequence[str]) -> Status
 
 
 def forbidden(group: str, plural: str, name: str, why: str) -> StatusError:
-    resource = _qualified(group, plural)
-    return StatusError(
-        status(
-            403,
-            "Forbidden",
-            f'{resource} "{name}" is forbidden: {why}',
-            {"name": name, "group": group, "kind": plural},
-        )
-    )
+    message = f'{_qualified(group, plural)} "{name}" is forbidden: {why}'
+    return _object_error(403, "Forbidden", group, plural, name, message)
 
 
 def not_found_path() -> StatusError:

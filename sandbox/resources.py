@@ -107,6 +107,23 @@ def _single(
 
 KARMADA = ("karmada-io",)
 
+
+def _binding(kind: str, namespaced: bool, short: str) -> ResourceType:
+    """Karmada's (Cluster)ResourceBinding: served at v1alpha2 and v1alpha1, stored at v1alpha2."""
+    return ResourceType(
+        group="work.karmada.io",
+        versions=("v1alpha2", "v1alpha1"),
+        storage_version="v1alpha2",
+        kind=kind,
+        plural=f"{kind.lower()}s",
+        singular=kind.lower(),
+        namespaced=namespaced,
+        short_names=(short,),
+        status_subresource=True,
+        categories=KARMADA,
+    )
+
+
 PLATFORM_TYPES: tuple[ResourceType, ...] = (
     _core("Namespace", "namespaces", False, ("ns",), status_subresource=True),
     _core("Event", "events", True, ("ev",)),
@@ -131,30 +148,8 @@ PLATFORM_TYPES: tuple[ResourceType, ...] = (
     _single(
         "cluster.karmada.io", "v1alpha1", "Cluster", "clusters", False, (), status_subresource=True
     ),
-    ResourceType(
-        group="work.karmada.io",
-        versions=("v1alpha2", "v1alpha1"),
-        storage_version="v1alpha2",
-        kind="ResourceBinding",
-        plural="resourcebindings",
-        singular="resourcebinding",
-        namespaced=True,
-        short_names=("rb",),
-        status_subresource=True,
-        categories=KARMADA,
-    ),
-    ResourceType(
-        group="work.karmada.io",
-        versions=("v1alpha2", "v1alpha1"),
-        storage_version="v1alpha2",
-        kind="ClusterResourceBinding",
-        plural="clusterresourcebindings",
-        singular="clusterresourcebinding",
-        namespaced=False,
-        short_names=("crb",),
-        status_subresource=True,
-        categories=KARMADA,
-    ),
+    _binding("ResourceBinding", True, "rb"),
+    _binding("ClusterResourceBinding", False, "crb"),
     _single(
         "work.karmada.io",
         "v1alpha1",

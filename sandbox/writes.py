@@ -52,9 +52,7 @@ class WriteMixin:
         sent_version = new["apiVersion"]
         new = self._mutate(CREATE, rt, "", scope, new, None, dry_run)
         self._before_create(rt, new)
-        new["apiVersion"] = sent_version
-        self.schemas.validate(new, rt.group)
-        new["apiVersion"] = rt.storage_api_version
+        self._check_schema(rt, new, sent_version)
         self._validate(CREATE, rt, "", scope, new, None, dry_run)
         with self._lock:
             if rt.namespaced:
@@ -111,8 +109,7 @@ class WriteMixin:
         def compute(current: Mapping[str, Any]) -> dict[str, Any]:
             patched = apply_patch(content_type, rt.built_in, self._out(rt, current, version), patch)
             wanted = (patched.get("metadata") or {}).get("resourceVersion")
-            if wanted and wanted != current["metadata"]["resourceVersion"]:
-                raise errors.stale_object(rt.group, rt.plural, name)
+            _check_precondition(rt, name, wanted, current)
             return patched
 
         return self._write(rt, scope, name, compute, subresource, dry_run, version)
@@ -148,8 +145,7 @@ class WriteMixin:
             )
 
         def compute(current: Mapping[str, Any]) -> dict[str, Any]:
-            if wanted and wanted != current["metadata"]["resourceVersion"]:
-                raise errors.stale_object(rt.group, rt.plural, name)
+            _check_precondition(rt, name, wanted, current)
             return copy.deepcopy(body)
 
         return self._write(
@@ -174,9 +170,7 @@ class WriteMixin:
             sent_version = proposed.get("apiVersion") or rt.api_version(version)
             proposed = self._mutate(UPDATE, rt, subresource, scope, proposed, current, dry_run)
             new = self._prepare_update(rt, current, proposed, subresource)
-            new["apiVersion"] = sent_version
-            self.schemas.validate(new, rt.group)
-            new["apiVersion"] = rt.storage_api_version
+            self._check_schema(rt, new, sent_version)
             self._validate(UPDATE, rt, subresource, scope, new, current, dry_run)
             with self._lock:
                 latest = self._objects[rt.key].get((scope, name))
@@ -193,6 +187,13 @@ class WriteMixin:
                 self._put(rt, new, MODIFIED, current)
                 return self._out(rt, new, version)
         raise errors.conflict(rt.group, rt.plural, name, "too many concurrent writes; try again")
+
+    def _check_schema(self: Store, rt: ResourceType, new: dict[str, Any], sent: str) -> None:
+        """Validate ``new`` against the schema of the version sent, then store it as the
+        storage version."""
+        new["apiVersion"] = sent
+        self.schemas.validate(new, rt.group)
+        new["apiVersion"] = rt.storage_api_version
 
     def _typed(self: Store, rt: ResourceType, obj: Mapping[str, Any]) -> dict[str, Any]:
         """A copy of ``obj`` with apiVersion/kind checked against ``rt`` (filled when absent)."""
@@ -335,6 +336,14 @@ class WriteMixin:
             copy.deepcopy(dict(old)) if old else None,
             dry_run,
         )
+
+
+def _check_precondition(
+    rt: ResourceType, name: str, wanted: str | None, current: Mapping[str, Any]
+) -> None:
+    """409 when the write names a ``resourceVersion`` other than the current one."""
+    if wanted and wanted != current["metadata"]["resourceVersion"]:
+        raise errors.stale_object(rt.group, rt.plural, name)
 
 
 def _version(api_version: str) -> str:

@@ -18,6 +18,8 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from engine import argtypes
+
 if TYPE_CHECKING:
     from webhook.fit import Fleet
 
@@ -40,7 +42,10 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("--tls-key", type=Path, metavar="FILE", help="PEM private key")
     parser.add_argument("--host", default="0.0.0.0", help="address to listen on (0.0.0.0)")
     parser.add_argument(
-        "--port", type=_port, default=8443, help="port to listen on (8443; 0: any free port)"
+        "--port",
+        type=argtypes.port,
+        default=8443,
+        help="port to listen on (8443; 0: any free port)",
     )
     parser.add_argument(
         "--threads", type=_positive, default=16, help="worker threads of the HTTP server (16)"
@@ -117,23 +122,13 @@ def _positive(text: str) -> int:
 
 
 def _seconds(text: str) -> float:
-    value = float(text)
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be more than 0 seconds, got {text}")
-    return value
+    return argtypes.more_than_zero(text, " seconds")
 
 
 def _settle(text: str) -> float:
     value = float(text)
     if not 0 <= value < float("inf"):
         raise argparse.ArgumentTypeError(f"must be 0 seconds or more, got {text}")
-    return value
-
-
-def _port(text: str) -> int:
-    value = int(text)
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"must be 0…65535, got {value}")
     return value
 
 

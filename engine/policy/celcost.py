@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 from lark import Token, Tree
 
-from engine.policy.celcheck import OPERATORS, PASS_THROUGH, CelType
+from engine.policy.celcheck import OPERATORS, CelType, _args, _trees, _unwrap
 
 MAX_OBJECT_BYTES = 3 * 1024 * 1024  # Kubernetes' MaxRequestSizeBytes (etcd's 1.5 MiB × 2)
 COST_LIMIT = 100_000
@@ -154,21 +154,6 @@ class Estimate:
 
 def _units(chars: int, factor: float) -> int:
     return max(1, math.ceil(chars * factor))
-
-
-def _trees(node: Tree) -> list[Tree]:
-    return [c for c in node.children if isinstance(c, Tree)]
-
-
-def _args(node: Tree) -> list[Tree]:
-    exprlist = [c for c in _trees(node) if c.data == "exprlist"]
-    return _trees(exprlist[0]) if exprlist else []
-
-
-def _unwrap(node: Tree) -> Tree:
-    while node.data in PASS_THROUGH and len(node.children) == 1:
-        node = node.children[0]
-    return node
 
 
 def _count(n: int) -> str:

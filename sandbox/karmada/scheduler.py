@@ -150,13 +150,7 @@ class Scheduler:
         return clusters
 
     def run(self, now: datetime) -> None:
-        clusters = []
-        for obj in self.store.list(CLUSTERS)["items"]:
-            try:
-                clusters.append(read_cluster(obj))
-            except DemandError as error:
-                log.warning("scheduler: unreadable cluster %s: %s", meta(obj).get("name"), error)
-        clusters.sort(key=lambda c: c.name)
+        clusters = self._clusters()
         for resource in (RB, CRB):
             for binding in self.store.list(resource)["items"]:
                 with_retry(

@@ -24,11 +24,11 @@ from sandbox.karmada.execution import Execution, job_key, manifest_of
 from sandbox.karmada.jobstatus import UNKNOWN, health, operator_status
 from sandbox.karmada.names import EXECUTION_SPACE_PREFIX, execution_namespace
 from sandbox.karmada.works import (
-    CRB,
-    RB,
     WORKS,
     WorksLookup,
     cluster_of,
+    reconcile_all_bindings,
+    reconcile_binding_keys,
     works_index,
     works_of,
 )
@@ -69,15 +69,9 @@ class StatusController:
             work = get_or_none(self.store, WORKS, name, namespace)
             if work is not None:
                 with_retry(self.store, WORKS, work, lambda w, c=cluster: self._work(c, w, now))
-        for resource, namespace, name in bindings:
-            binding = get_or_none(self.store, resource, name, namespace or None)
-            if binding is not None:
-                with_retry(
-                    self.store,
-                    resource,
-                    binding,
-                    lambda b, r=resource: self._binding(r, b, self.lookup(b), now),
-                )
+        reconcile_binding_keys(
+            self.store, bindings, self.lookup, lambda r, b, w: self._binding(r, b, w, now)
+        )
 
     def run(self, now: datetime) -> None:
         for name in sorted(self.execution.members):
@@ -85,16 +79,7 @@ class StatusController:
                 continue  # nothing can be collected: the Works' status stays as it was
             for work in self.store.list(WORKS, namespace=execution_namespace(name))["items"]:
                 with_retry(self.store, WORKS, work, lambda w, n=name: self._work(n, w, now))
-        index = works_index(self.store)
-        for resource in (RB, CRB):
-            for binding in self.store.list(resource)["items"]:
-                works = works_of(index, binding)
-                with_retry(
-                    self.store,
-                    resource,
-                    binding,
-                    lambda b, r=resource, w=works: self._binding(r, b, w, now),
-                )
+        reconcile_all_bindings(self.store, lambda r, b, w: self._binding(r, b, w, now))
 
     # 1. Work
     def _work(self, cluster: str, work: dict[str, Any], now: datetime) -> None:

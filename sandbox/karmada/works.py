@@ -97,6 +97,31 @@ def cluster_of(work: Mapping[str, Any]) -> str:
 
 
 WorksLookup = Callable[[Mapping[str, Any]], list[dict[str, Any]]]
+BindingReconcile = Callable[[str, dict[str, Any], list[dict[str, Any]]], None]
+
+
+def reconcile_binding_keys(
+    store: Store,
+    keys: Sequence[tuple[str, str, str]],
+    lookup: WorksLookup,
+    reconcile: BindingReconcile,
+) -> None:
+    """``reconcile(resource, binding, works)`` for these bindings (resource key, namespace,
+    name) that still exist, each retried on conflict."""
+    for resource, namespace, name in keys:
+        binding = get_or_none(store, resource, name, namespace or None)
+        if binding is not None:
+            with_retry(store, resource, binding, lambda b, r=resource: reconcile(r, b, lookup(b)))
+
+
+def reconcile_all_bindings(store: Store, reconcile: BindingReconcile) -> None:
+    """``reconcile(resource, binding, works)`` for every (Cluster)ResourceBinding, its Works
+    from one index of every Work, each retried on conflict."""
+    index = works_index(store)
+    for resource in (RB, CRB):
+        for binding in store.list(resource)["items"]:
+            works = works_of(index, binding)
+            with_retry(store, resource, binding, lambda b, r=resource, w=works: reconcile(r, b, w))
 
 
 class BindingController:
@@ -107,27 +132,10 @@ class BindingController:
 
     def run_keys(self, keys: Sequence[tuple[str, str, str]]) -> None:
         """Only these bindings (resource key, namespace, name)."""
-        for resource, namespace, name in keys:
-            binding = get_or_none(self.store, resource, name, namespace or None)
-            if binding is not None:
-                with_retry(
-                    self.store,
-                    resource,
-                    binding,
-                    lambda b, r=resource: self.reconcile(r, b, self.lookup(b)),
-                )
+        reconcile_binding_keys(self.store, keys, self.lookup, self.reconcile)
 
     def run(self) -> None:
-        index = works_index(self.store)
-        for resource in (RB, CRB):
-            for binding in self.store.list(resource)["items"]:
-                works = works_of(index, binding)
-                with_retry(
-                    self.store,
-                    resource,
-                    binding,
-                    lambda b, r=resource, w=works: self.reconcile(r, b, w),
-                )
+        reconcile_all_bindings(self.store, self.reconcile)
 
     def reconcile(
         self, resource: str, binding: dict[str, Any], works: list[dict[str, Any]]

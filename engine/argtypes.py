@@ -1,0 +1,21 @@
+"""``type=`` converters shared by the command lines (argparse only: cheap to import)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def port(text: str) -> int:
+    """A TCP port, 0 (any free port) to 65535."""
+    value = int(text)
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be 0…65535, got {value}")
+    return value
+
+
+def more_than_zero(text: str, unit: str = "") -> float:
+    """A finite float above 0; ``unit`` (e.g. " seconds") follows the 0 in the error."""
+    value = float(text)
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be more than 0{unit}, got {text}")
+    return value
