@@ -44,6 +44,10 @@ NOMINATED_CLUSTER = "fleetgate.io/nominated-cluster"
 PENDING = "fleetgate.io/pending"
 """``Reason: message`` of the last Pending decision."""
 
+QUEUE_POSITION = "fleetgate.io/queue-position"
+"""The 1-based place of a pending binding among its queue's pending jobs at the last decision
+written; absent when the decision gave none (a rejected job)."""
+
 # On the job template (users write these; see docs/pipelines.md):
 
 AFTER = "fleetgate.io/after"

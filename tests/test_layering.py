@@ -11,7 +11,7 @@ from tests.conftest import REPO
 
 CORE_FORBIDDEN = {"kubernetes", "flask", "watchfiles"}
 # the sandbox (a test API server) is never needed in production: nothing ships imports it
-NEVER_IMPORT_SANDBOX = ("engine", "webhook")
+NEVER_IMPORT_SANDBOX = ("engine", "webhook", "reconciler")
 # ...except the `fleetgate` command itself, which registers `fleetgate sandbox` (the parser
 # only, from sandbox/cli.py, inside build_parser): the CLI is an edge, not the core, and the
 # sandbox package ships beside engine/ in the same distribution. No other engine module may.
@@ -77,6 +77,15 @@ def test_production_code_never_imports_the_sandbox(package: str):
     assert importers <= SANDBOX_CLI_EDGE
 
 
+def test_the_core_never_imports_the_reconciler():
+    importers = {
+        p.relative_to(REPO).as_posix()
+        for p in engine_modules()
+        if "reconciler" in imported_roots(p)
+    }
+    assert importers == set()
+
+
 def test_modules_stay_small():
     large = {
         p.relative_to(REPO).as_posix(): n
@@ -84,6 +93,7 @@ def test_modules_stay_small():
             *engine_modules(),
             *(REPO / "webhook").rglob("*.py"),
             *(REPO / "sandbox").rglob("*.py"),
+            *(REPO / "reconciler").rglob("*.py"),
         ]
         if (n := len(p.read_text().splitlines())) > 450
     }

@@ -1,0 +1,211 @@
+"""Enforce one scheduling decision on its binding: the I/O edge of :mod:`reconciler.plan`.
+
+``Applier(api_client, mode, clock).apply(decision, binding)`` sends the plan's merge patch with
+the resourceVersion the decision was made on, then (bind mode) the ``Scheduled`` condition on the
+status subresource, then an Event. A 409 is ``Outcome.CONFLICT``: the caller re-reads the binding
+and decides again; nothing is forced or retried blindly. A 404 is ``Outcome.GONE``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import uuid
+from collections.abc import Callable, Mapping
+from enum import StrEnum
+from typing import Any
+
+import kubernetes
+import urllib3
+from kubernetes.client.exceptions import ApiException
+
+from engine import annotations as ann
+from engine.cycle.model import Decision
+from engine.errors import FleetgateError
+from reconciler.events import event_body
+from reconciler.plan import Mode, Plan, PlanError, StatusUpdate, plan, status_patch
+
+log = logging.getLogger("fleetgate.reconciler")
+
+GROUP, VERSION = "work.karmada.io", "v1alpha2"
+STATUS_ATTEMPTS = 3  # re-reads of a binding whose status write met a 409 after our spec write
+REQUEST_TIMEOUT = 30.0  # seconds per API call: a hung server is an error, not a hung reconciler
+
+
+class Outcome(StrEnum):
+    APPLIED = "Applied"
+    """Every write of the plan went through."""
+    UNCHANGED = "Unchanged"
+    """The binding already says what the decision says: nothing was written."""
+    CONFLICT = "Conflict"
+    """The binding changed since it was read (409): re-read it and decide again."""
+    GONE = "Gone"
+    """The binding no longer exists (404)."""
+
+
+class ApplyError(FleetgateError):
+    """A write the API server refused for another reason than 409/404."""
+
+    def __init__(self, binding: str, what: str, status: int, detail: str) -> None:
+        super().__init__(f"{binding}: {what} failed: HTTP {status}: {detail}")
+        self.binding = binding
+        self.status = status
+
+
+class _Conflict(Exception):
+    pass
+
+
+class _Gone(Exception):
+    pass
+
+
+def utc_now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+class Applier:
+    def __init__(
+        self,
+        api_client: kubernetes.client.ApiClient,
+        mode: Mode | str = Mode.BIND,
+        clock: Callable[[], dt.datetime] = utc_now,
+        request_timeout: float = REQUEST_TIMEOUT,
+    ) -> None:
+        self.mode = Mode(mode)
+        self.clock = clock
+        self.timeout = request_timeout
+        self.custom = kubernetes.client.CustomObjectsApi(api_client)
+        self.core = kubernetes.client.CoreV1Api(api_client)
+
+    def apply(
+        self,
+        decision: Decision,
+        binding: Mapping[str, Any],
+        policy_version: str = "",
+        resizable: bool | None = None,
+    ) -> Outcome:
+        """Enforce ``decision`` on ``binding``, the object (with its resourceVersion) it was
+        made on. ``policy_version`` is the PolicySet version of the cycle (CycleResult)."""
+        ref = _ref(binding)
+        if decision.binding != ref:
+            raise PlanError(f"decision for {decision.binding} applied to binding {ref}")
+        now = self.clock()
+        writes = plan(decision, binding, self.mode, now, policy_version, resizable)
+        if writes.patch is None:
+            return Outcome.UNCHANGED
+        try:
+            written = self._patch(binding, writes.patch, status=False)
+            if writes.status is not None:
+                written = self._write_status(binding, written, writes.status, now)
+        except _Conflict:
+            return Outcome.CONFLICT
+        except _Gone:
+            return Outcome.GONE
+        self._event(written, writes, now)
+        return Outcome.APPLIED
+
+    def _write_status(
+        self,
+        original: Mapping[str, Any],
+        written: dict[str, Any],
+        update: StatusUpdate,
+        now: dt.datetime,
+    ) -> dict[str, Any]:
+        """The condition, read-modify-write on the binding as our spec patch left it. On a 409
+        (another writer touched the binding since), re-read it: while it still carries our
+        write (same clusters and admission annotations), the status is ours to set."""
+        current = written
+        for _ in range(STATUS_ATTEMPTS):
+            try:
+                return self._patch(original, status_patch(current, update, now), status=True)
+            except _Conflict:
+                fresh = self._get(original)
+                if not _same_write(fresh, written):
+                    raise
+                current = fresh
+        raise _Conflict
+
+    def _event(self, binding: Mapping[str, Any], writes: Plan, now: dt.datetime) -> None:
+        if writes.event is None:
+            return
+        body = event_body(binding, writes.event, now, uuid.uuid4().hex[:16])
+        namespace = body["metadata"]["namespace"]
+        try:
+            self.core.create_namespaced_event(namespace, body, _request_timeout=self.timeout)
+        except (ApiException, urllib3.exceptions.HTTPError, OSError) as error:
+            log.warning("%s: Event %s not recorded: %s", _ref(binding), writes.event.reason, error)
+
+    def _patch(
+        self, binding: Mapping[str, Any], body: dict[str, Any], status: bool
+    ) -> dict[str, Any]:
+        namespace, name, plural = _where(binding)
+        what = "status patch" if status else "patch"
+        try:
+            if namespace:
+                call = (
+                    self.custom.patch_namespaced_custom_object_status
+                    if status
+                    else self.custom.patch_namespaced_custom_object
+                )
+                result = call(
+                    GROUP, VERSION, namespace, plural, name, body, _request_timeout=self.timeout
+                )
+            else:
+                call = (
+                    self.custom.patch_cluster_custom_object_status
+                    if status
+                    else self.custom.patch_cluster_custom_object
+                )
+                result = call(GROUP, VERSION, plural, name, body, _request_timeout=self.timeout)
+        except ApiException as error:
+            raise _translate(binding, what, error) from error
+        except urllib3.exceptions.HTTPError as error:
+            raise ApplyError(_ref(binding), what, 0, str(error)) from error
+        return dict(result)
+
+    def _get(self, binding: Mapping[str, Any]) -> dict[str, Any]:
+        namespace, name, plural = _where(binding)
+        try:
+            if namespace:
+                result = self.custom.get_namespaced_custom_object(
+                    GROUP, VERSION, namespace, plural, name, _request_timeout=self.timeout
+                )
+            else:
+                result = self.custom.get_cluster_custom_object(
+                    GROUP, VERSION, plural, name, _request_timeout=self.timeout
+                )
+        except ApiException as error:
+            raise _translate(binding, "get", error) from error
+        except urllib3.exceptions.HTTPError as error:
+            raise ApplyError(_ref(binding), "get", 0, str(error)) from error
+        return dict(result)
+
+
+def _translate(binding: Mapping[str, Any], what: str, error: ApiException) -> Exception:
+    if error.status == 409:
+        return _Conflict()
+    if error.status == 404:
+        return _Gone()
+    return ApplyError(_ref(binding), what, int(error.status or 0), str(error.body or error.reason))
+
+
+def _where(binding: Mapping[str, Any]) -> tuple[str, str, str]:
+    meta = binding.get("metadata") or {}
+    if binding.get("kind") == "ClusterResourceBinding":
+        return "", str(meta.get("name", "")), "clusterresourcebindings"
+    return str(meta.get("namespace", "")), str(meta.get("name", "")), "resourcebindings"
+
+
+def _ref(binding: Mapping[str, Any]) -> str:
+    namespace, name, _ = _where(binding)
+    return f"{namespace}/{name}" if namespace else name
+
+
+def _same_write(fresh: Mapping[str, Any], written: Mapping[str, Any]) -> bool:
+    def mark(obj: Mapping[str, Any]) -> tuple[Any, ...]:
+        notes = (obj.get("metadata") or {}).get("annotations") or {}
+        spec = obj.get("spec") or {}
+        return (spec.get("clusters"), notes.get(ann.ADMITTED_AT), notes.get(ann.ADMITTED_TO))
+
+    return mark(fresh) == mark(written)

@@ -1,0 +1,48 @@
+"""core/v1 Events on a binding, the way ``kubectl describe`` lists them."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+from typing import Any
+
+from engine import annotations as ann
+from reconciler.plan import EventSpec
+
+COMPONENT = "fleetgate"
+EVENT_MESSAGE_LIMIT = 1024  # what kube-apiserver's event validation allows in a note
+
+
+def event_body(
+    binding: Mapping[str, Any], spec: EventSpec, now: dt.datetime, suffix: str
+) -> dict[str, Any]:
+    """A core/v1 Event about ``binding`` (its uid and resourceVersion as written); named like
+    client-go's recorder, ``<binding name>.<suffix>``. A cluster-scoped binding's Event goes
+    to ``default``, as client-go does for cluster-scoped objects."""
+    meta = binding.get("metadata") or {}
+    namespace = meta.get("namespace") or "default"
+    stamp = ann.format_time(now)
+    involved = {
+        "apiVersion": binding.get("apiVersion", "work.karmada.io/v1alpha2"),
+        "kind": binding.get("kind", "ResourceBinding"),
+        "name": meta.get("name", ""),
+        "uid": meta.get("uid", ""),
+        "resourceVersion": str(meta.get("resourceVersion", "")),
+    }
+    if meta.get("namespace"):
+        involved["namespace"] = meta["namespace"]
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": f"{meta.get('name', 'binding')}.{suffix}", "namespace": namespace},
+        "involvedObject": involved,
+        "reason": spec.reason,
+        "message": spec.message[:EVENT_MESSAGE_LIMIT],
+        "type": spec.type,
+        "source": {"component": COMPONENT},
+        "reportingComponent": COMPONENT,
+        "reportingInstance": COMPONENT,
+        "firstTimestamp": stamp,
+        "lastTimestamp": stamp,
+        "count": 1,
+    }

@@ -1,0 +1,249 @@
+"""The write plan for one decision: which merge patches and which Event, as pure values.
+
+``plan(decision, binding, mode, now)`` reads only its arguments; :mod:`reconciler.apply` sends
+what it returns. Every patch carries ``metadata.resourceVersion`` = the version the decision was
+made on, so the API server answers 409 when the binding changed since it was read. Patches name
+only the fields fleetgate owns (``spec.clusters``, ``spec.suspension.scheduling``, fleetgate's
+annotations, the ``Scheduled`` condition); ``spec.placement`` is never written.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from engine import annotations as ann
+from engine.cycle.model import Decision
+from engine.cycle.reasons import Action, Reason
+from engine.errors import FleetgateError
+
+RESIZABLE_KINDS = frozenset(
+    {
+        ("batch/v1", "Job"),
+        ("apps/v1", "Deployment"),
+        ("apps/v1", "ReplicaSet"),
+        ("apps/v1", "StatefulSet"),
+    }
+)
+"""Templates Karmada divides between clusters with per-cluster replicas (engine.workloads.native
+marks them ``resizable``); every other kind goes to one cluster and gets no replica count."""
+
+SCHEDULED = "Scheduled"
+CONDITION_MESSAGE_LIMIT = 32768  # the CRD's maxLength for a condition message
+
+
+class Mode(StrEnum):
+    BIND = "bind"
+    """fleetgate writes ``spec.clusters``; the binding stays suspended for Karmada's scheduler."""
+    RELEASE = "release"
+    """fleetgate flips ``spec.suspension.scheduling`` to false; Karmada's scheduler places it."""
+
+
+class PlanError(FleetgateError):
+    """The decision cannot be enforced on this binding as it is (a caller's bug, not a race)."""
+
+
+@dataclass(frozen=True, slots=True)
+class StatusUpdate:
+    """The ``Scheduled`` condition to set once the spec patch is in (bind mode only)."""
+
+    status: str  # "True" | "False"
+    reason: str
+    message: str
+    scheduled: bool  # also set schedulerObservedGeneration and lastScheduledTime
+
+
+@dataclass(frozen=True, slots=True)
+class EventSpec:
+    type: str  # Normal | Warning
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """``patch`` (None: nothing to write), then ``status`` on the status subresource, then
+    ``event`` on the binding."""
+
+    patch: dict[str, Any] | None = None
+    status: StatusUpdate | None = None
+    event: EventSpec | None = None
+
+
+def plan(
+    decision: Decision,
+    binding: Mapping[str, Any],
+    mode: Mode | str,
+    now: dt.datetime,
+    policy_version: str = "",
+    resizable: bool | None = None,
+) -> Plan:
+    """What enforcing ``decision`` on ``binding`` (the object it was made on) writes."""
+    mode = Mode(mode)
+    if decision.action == Action.ADMIT:
+        return _admit(decision, binding, mode, now, policy_version, resizable)
+    if decision.action == Action.PREEMPT:
+        return _preempt(decision, binding, mode, now, policy_version)
+    if decision.action in (Action.PENDING, Action.REJECT):
+        return _pending(decision, binding, policy_version)
+    raise PlanError(f"{decision.binding}: no plan for action {decision.action!r}")
+
+
+def _admit(
+    decision: Decision,
+    binding: Mapping[str, Any],
+    mode: Mode,
+    now: dt.datetime,
+    policy_version: str,
+    resizable: bool | None,
+) -> Plan:
+    spec = binding.get("spec") or {}
+    suspended = bool((spec.get("suspension") or {}).get("scheduling"))
+    if not decision.clusters:
+        raise PlanError(f"{decision.binding}: an Admit decision without clusters")
+    names = [c.name for c in decision.clusters]
+    notes: dict[str, Any] = {
+        ann.ADMITTED_AT: ann.format_time(now),
+        ann.ADMITTED_TO: ",".join(names),
+        ann.PENDING: None,
+        ann.QUEUE_POSITION: None,
+        ann.READMIT: None,
+        ann.NOMINATED_CLUSTER: None,
+    }
+    if policy_version:
+        notes[ann.POLICY_VERSION] = policy_version
+    event = EventSpec("Normal", "Admitted", f"admitted to {', '.join(names)}: {decision.message}")
+    if mode == Mode.RELEASE:
+        if not suspended:
+            return Plan()  # already released: Karmada's scheduler owns it now
+        return Plan(
+            patch=_patch(binding, notes, {"suspension": {"scheduling": False}}), event=event
+        )
+    current = (binding.get("metadata") or {}).get("annotations") or {}
+    if spec.get("clusters") and ann.READMIT not in current:
+        # a binding the webhook re-suspended for a scale-up (READMIT) is re-admitted in place
+        raise PlanError(f"{decision.binding}: already placed; adopt it, never admit it again")
+    if not suspended:
+        raise PlanError(f"{decision.binding}: not suspended; Karmada's scheduler may place it")
+    split = len(decision.clusters) > 1 or (
+        resizable if resizable is not None else _resizable(spec.get("resource") or {})
+    )
+    targets = [
+        {"name": c.name, "replicas": c.replicas} if split else {"name": c.name}
+        for c in decision.clusters
+    ]
+    status = StatusUpdate(
+        "True",
+        "FleetgateAdmitted",
+        f"fleetgate admitted the binding to {', '.join(names)}: {decision.message}",
+        scheduled=True,
+    )
+    return Plan(patch=_patch(binding, notes, {"clusters": targets}), status=status, event=event)
+
+
+def _preempt(
+    decision: Decision,
+    binding: Mapping[str, Any],
+    mode: Mode,
+    now: dt.datetime,
+    policy_version: str,
+) -> Plan:
+    """Evict the victim: no clusters (Karmada's binding controller removes every Work of a
+    cluster that left ``spec.clusters``), suspended again, back in its queue from ``now``.
+    A preemption is not a failure: ``attempts`` and the backoff are left alone."""
+    notes: dict[str, Any] = {
+        ann.QUEUED_AT: ann.format_time(now),
+        ann.ADMITTED_AT: None,
+        ann.ADMITTED_TO: None,
+        ann.QUEUE_POSITION: None,
+        ann.PENDING: f"{Reason.PREEMPTED}: {decision.message}",
+    }
+    if policy_version:
+        notes[ann.POLICY_VERSION] = policy_version
+    spec_patch = {"clusters": None, "suspension": {"scheduling": True}}
+    by = f" for {decision.preemptor}" if decision.preemptor else ""
+    status = (
+        StatusUpdate("False", "FleetgatePreempted", f"preempted{by}: {decision.message}", False)
+        if mode == Mode.BIND
+        else None
+    )
+    event = EventSpec("Warning", "Preempted", f"preempted{by}: {decision.message}")
+    return Plan(patch=_patch(binding, notes, spec_patch), status=status, event=event)
+
+
+def _pending(decision: Decision, binding: Mapping[str, Any], policy_version: str) -> Plan:
+    """The reason, message and queue position, written only when they differ from what the
+    binding carries (the policy version rides along with a write, never causes one)."""
+    wanted: dict[str, str | None] = {
+        ann.PENDING: f"{decision.reason}: {decision.message}",
+        ann.QUEUE_POSITION: str(decision.position) if decision.position is not None else None,
+    }
+    if decision.reason == Reason.PREEMPTING and decision.clusters:
+        wanted[ann.NOMINATED_CLUSTER] = decision.clusters[0].name
+    current = (binding.get("metadata") or {}).get("annotations") or {}
+    changes: dict[str, Any] = {k: v for k, v in wanted.items() if current.get(k) != v}
+    if not changes:
+        return Plan()
+    if policy_version and current.get(ann.POLICY_VERSION) != policy_version:
+        changes[ann.POLICY_VERSION] = policy_version
+    event = None
+    if decision.action == Action.REJECT and ann.PENDING in changes:
+        event = EventSpec("Warning", "Rejected", f"{decision.reason}: {decision.message}")
+    return Plan(patch=_patch(binding, changes, None), event=event)
+
+
+def _patch(
+    binding: Mapping[str, Any], notes: Mapping[str, Any], spec: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    meta = binding.get("metadata") or {}
+    current = meta.get("annotations") or {}
+    # deleting an absent key is a no-op on the server; leaving it out keeps the patch readable
+    notes = {k: v for k, v in notes.items() if v is not None or k in current}
+    body: dict[str, Any] = {
+        "metadata": {"resourceVersion": str(meta.get("resourceVersion", "")), "annotations": notes}
+    }
+    if spec is not None:
+        body["spec"] = dict(spec)
+    return body
+
+
+def _resizable(resource: Mapping[str, Any]) -> bool:
+    return (resource.get("apiVersion"), resource.get("kind")) in RESIZABLE_KINDS
+
+
+def status_patch(
+    binding: Mapping[str, Any], update: StatusUpdate, now: dt.datetime
+) -> dict[str, Any]:
+    """The merge patch for the status subresource of ``binding`` (as the spec patch left it).
+
+    A merge patch replaces a list whole, so the patch carries every condition the binding has,
+    with ``Scheduled`` replaced in place (or appended), and the binding's resourceVersion as
+    the precondition: a condition someone else wrote in between makes it a 409, never lost.
+    """
+    meta = binding.get("metadata") or {}
+    status = binding.get("status") or {}
+    generation = int(meta.get("generation") or 0)
+    stamp = ann.format_time(now)
+    old = next((c for c in status.get("conditions") or [] if c.get("type") == SCHEDULED), None)
+    changed = old is None or old.get("status") != update.status
+    condition = {
+        "type": SCHEDULED,
+        "status": update.status,
+        "reason": update.reason,
+        "message": update.message[:CONDITION_MESSAGE_LIMIT],
+        "lastTransitionTime": stamp if changed else old.get("lastTransitionTime", stamp),
+        "observedGeneration": generation,
+    }
+    conditions = [
+        condition if c.get("type") == SCHEDULED else c for c in status.get("conditions") or []
+    ]
+    if old is None:
+        conditions.append(condition)
+    body: dict[str, Any] = {"conditions": conditions}
+    if update.scheduled:
+        body["schedulerObservedGeneration"] = generation
+        body["lastScheduledTime"] = stamp
+    return {"metadata": {"resourceVersion": str(meta.get("resourceVersion", ""))}, "status": body}

@@ -1,0 +1,265 @@
+"""The write plan of each decision, exactly: no HTTP."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import pytest
+
+from engine import annotations as ann
+from engine.cycle.model import ClusterAssignment, Decision
+from engine.cycle.reasons import Action, Reason
+from reconciler.plan import EventSpec, Mode, Plan, PlanError, StatusUpdate, plan, status_patch
+
+NOW = dt.datetime(2026, 3, 10, 9, 10, tzinfo=dt.UTC)
+STAMP = "2026-03-10T09:10:00Z"
+
+
+def suspended(
+    name: str = "train-pytorchjob",
+    kind: str = "PyTorchJob",
+    api_version: str = "kubeflow.org/v1",
+    notes: dict[str, str] | None = None,
+    **spec: Any,
+) -> dict[str, Any]:
+    return {
+        "apiVersion": "work.karmada.io/v1alpha2",
+        "kind": "ResourceBinding",
+        "metadata": {
+            "name": name,
+            "namespace": "team-a",
+            "resourceVersion": "41",
+            "generation": 2,
+            "annotations": dict(notes or {}),
+        },
+        "spec": {
+            "resource": {"apiVersion": api_version, "kind": kind, "name": "train"},
+            "suspension": {"scheduling": True},
+            **spec,
+        },
+    }
+
+
+def decision(action: Action, reason: Reason, message: str = "m", **fields: Any) -> Decision:
+    return Decision(
+        binding="team-a/train-pytorchjob",
+        workload="PyTorchJob/team-a/train",
+        queue="q",
+        tenant="t",
+        priority=0,
+        action=action,
+        reason=reason,
+        message=message,
+        **fields,
+    )
+
+
+def admit(*clusters: tuple[str, int]) -> Decision:
+    assignments = tuple(ClusterAssignment(n, r) for n, r in clusters)
+    return decision(Action.ADMIT, Reason.ADMITTED, "fits", clusters=assignments)
+
+
+def test_admit_bind_mode_writes_clusters_without_replicas_for_a_one_cluster_kind() -> None:
+    notes = {ann.PENDING: "WaitingForQuota: x", ann.READMIT: STAMP, ann.QUEUE_POSITION: "3"}
+    result = plan(admit(("gpu-a", 4)), suspended(notes=notes), "bind", NOW, "v7")
+    assert result.patch == {
+        "metadata": {
+            "resourceVersion": "41",
+            "annotations": {
+                ann.ADMITTED_AT: STAMP,
+                ann.ADMITTED_TO: "gpu-a",
+                ann.PENDING: None,
+                ann.QUEUE_POSITION: None,
+                ann.READMIT: None,
+                ann.POLICY_VERSION: "v7",
+            },
+        },
+        "spec": {"clusters": [{"name": "gpu-a"}]},
+    }
+    assert "placement" not in result.patch["spec"]
+    assert result.status == StatusUpdate(
+        "True", "FleetgateAdmitted", "fleetgate admitted the binding to gpu-a: fits", True
+    )
+    assert result.event == EventSpec("Normal", "Admitted", "admitted to gpu-a: fits")
+
+
+def test_admit_bind_mode_divides_replicas_for_a_resizable_kind() -> None:
+    binding = suspended("web-deployment", "Deployment", "apps/v1")
+    result = plan(admit(("a", 3), ("b", 2)), binding, Mode.BIND, NOW)
+    assert result.patch is not None
+    assert result.patch["spec"] == {
+        "clusters": [{"name": "a", "replicas": 3}, {"name": "b", "replicas": 2}]
+    }
+    assert result.patch["metadata"]["annotations"][ann.ADMITTED_TO] == "a,b"
+    one = plan(admit(("a", 5)), binding, Mode.BIND, NOW)
+    assert one.patch is not None and one.patch["spec"]["clusters"] == [{"name": "a", "replicas": 5}]
+
+
+def test_a_scaled_up_binding_waiting_for_readmission_is_bound_again_in_place() -> None:
+    binding = suspended("web-deployment", "Deployment", "apps/v1", clusters=[{"name": "a"}])
+    binding["metadata"]["annotations"] = {ann.READMIT: STAMP, ann.ADMITTED_TO: "a"}
+    result = plan(admit(("a", 2), ("b", 2)), binding, Mode.BIND, NOW)
+    assert result.patch is not None
+    assert result.patch["spec"]["clusters"] == [
+        {"name": "a", "replicas": 2},
+        {"name": "b", "replicas": 2},
+    ]
+    assert result.patch["metadata"]["annotations"][ann.READMIT] is None
+
+
+def test_admit_release_mode_only_lifts_the_suspension() -> None:
+    result = plan(admit(("gpu-a", 4)), suspended(), "release", NOW, "v7")
+    assert result.patch == {
+        "metadata": {
+            "resourceVersion": "41",
+            "annotations": {
+                ann.ADMITTED_AT: STAMP,
+                ann.ADMITTED_TO: "gpu-a",
+                ann.POLICY_VERSION: "v7",
+            },
+        },
+        "spec": {"suspension": {"scheduling": False}},
+    }
+    assert result.status is None
+    assert result.event is not None and result.event.reason == "Admitted"
+
+
+def test_admit_of_a_released_binding_in_release_mode_writes_nothing() -> None:
+    binding = suspended()
+    binding["spec"]["suspension"]["scheduling"] = False
+    assert plan(admit(("gpu-a", 4)), binding, "release", NOW) == Plan()
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [({"clusters": [{"name": "x"}]}, "already placed"), ({"suspension": {}}, "not suspended")],
+)
+def test_admit_bind_mode_refuses_a_placed_or_unsuspended_binding(
+    change: dict[str, Any], words: str
+) -> None:
+    with pytest.raises(PlanError, match=words):
+        plan(admit(("gpu-a", 4)), suspended(**change), "bind", NOW)
+
+
+def test_pending_writes_reason_and_position_then_nothing_while_they_hold() -> None:
+    wait = decision(Action.PENDING, Reason.WAITING_FOR_QUOTA, "8 gpu more needed", position=2)
+    first = plan(wait, suspended(), "bind", NOW, "v7")
+    assert first == Plan(
+        patch={
+            "metadata": {
+                "resourceVersion": "41",
+                "annotations": {
+                    ann.PENDING: "WaitingForQuota: 8 gpu more needed",
+                    ann.QUEUE_POSITION: "2",
+                    ann.POLICY_VERSION: "v7",
+                },
+            }
+        }
+    )
+    notes = {ann.PENDING: "WaitingForQuota: 8 gpu more needed", ann.QUEUE_POSITION: "2"}
+    assert plan(wait, suspended(notes=notes), "bind", NOW, "v8") == Plan()
+    moved = plan(wait.with_position(1), suspended(notes=notes), "bind", NOW)
+    assert moved.patch is not None
+    assert moved.patch["metadata"]["annotations"] == {ann.QUEUE_POSITION: "1"}
+
+
+def test_preempting_names_its_nominated_cluster() -> None:
+    wait = decision(
+        Action.PENDING,
+        Reason.PREEMPTING,
+        "room on gpu-b",
+        clusters=(ClusterAssignment("gpu-b", 4),),
+        position=1,
+    )
+    result = plan(wait, suspended(), "bind", NOW)
+    assert result.patch is not None
+    assert result.patch["metadata"]["annotations"][ann.NOMINATED_CLUSTER] == "gpu-b"
+
+
+def test_reject_writes_the_reason_and_an_event_once() -> None:
+    never = decision(Action.REJECT, Reason.GANG_TOO_LARGE, "needs 64 gpu, largest has 32")
+    result = plan(never, suspended(notes={ann.QUEUE_POSITION: "4"}), "bind", NOW)
+    assert result.patch == {
+        "metadata": {
+            "resourceVersion": "41",
+            "annotations": {
+                ann.PENDING: "GangTooLarge: needs 64 gpu, largest has 32",
+                ann.QUEUE_POSITION: None,
+            },
+        }
+    }
+    assert result.event == EventSpec(
+        "Warning", "Rejected", "GangTooLarge: needs 64 gpu, largest has 32"
+    )
+    again = suspended(notes={ann.PENDING: "GangTooLarge: needs 64 gpu, largest has 32"})
+    assert plan(never, again, "bind", NOW) == Plan()
+
+
+@pytest.mark.parametrize("mode", ["bind", "release"])
+def test_preempt_removes_clusters_resuspends_and_requeues_without_counting(mode: str) -> None:
+    notes = {ann.ADMITTED_AT: "2026-03-10T08:00:00Z", ann.ADMITTED_TO: "gpu-a", ann.ATTEMPTS: "1"}
+    victim = suspended(notes=notes, clusters=[{"name": "gpu-a"}])
+    evict = decision(
+        Action.PREEMPT,
+        Reason.PREEMPTED,
+        "priority 1 is below team-b/big's 10",
+        clusters=(ClusterAssignment("gpu-a", 0),),
+        preemptor="team-b/big-pytorchjob",
+    )
+    result = plan(evict, victim, mode, NOW)
+    assert result.patch == {
+        "metadata": {
+            "resourceVersion": "41",
+            "annotations": {
+                ann.QUEUED_AT: STAMP,
+                ann.ADMITTED_AT: None,
+                ann.ADMITTED_TO: None,
+                ann.PENDING: "Preempted: priority 1 is below team-b/big's 10",
+            },
+        },
+        "spec": {"clusters": None, "suspension": {"scheduling": True}},
+    }
+    message = "preempted for team-b/big-pytorchjob: priority 1 is below team-b/big's 10"
+    assert result.event == EventSpec("Warning", "Preempted", message)
+    if mode == "bind":
+        assert result.status == StatusUpdate("False", "FleetgatePreempted", message, False)
+    else:
+        assert result.status is None
+
+
+def test_status_patch_keeps_other_conditions_and_replaces_scheduled_in_place() -> None:
+    binding = suspended()
+    binding["metadata"].update(resourceVersion="42", generation=3)
+    other = {"type": "FullyApplied", "status": "False", "reason": "X", "message": ""}
+    old = {"type": "Scheduled", "status": "False", "reason": "Y", "message": "", "x": 1}
+    binding["status"] = {"conditions": [old, other], "aggregatedStatus": []}
+    update = StatusUpdate("True", "FleetgateAdmitted", "admitted", True)
+    assert status_patch(binding, update, NOW) == {
+        "metadata": {"resourceVersion": "42"},
+        "status": {
+            "conditions": [
+                {
+                    "type": "Scheduled",
+                    "status": "True",
+                    "reason": "FleetgateAdmitted",
+                    "message": "admitted",
+                    "lastTransitionTime": STAMP,
+                    "observedGeneration": 3,
+                },
+                other,
+            ],
+            "schedulerObservedGeneration": 3,
+            "lastScheduledTime": STAMP,
+        },
+    }
+
+
+def test_status_patch_keeps_the_transition_time_when_the_status_holds() -> None:
+    binding = suspended()
+    held = {"type": "Scheduled", "status": "True", "reason": "R", "message": ""}
+    binding["status"] = {"conditions": [held | {"lastTransitionTime": "2026-01-01T00:00:00Z"}]}
+    patch = status_patch(binding, StatusUpdate("True", "FleetgateAdmitted", "m", False), NOW)
+    (condition,) = patch["status"]["conditions"]
+    assert condition["lastTransitionTime"] == "2026-01-01T00:00:00Z"
+    assert "schedulerObservedGeneration" not in patch["status"]
