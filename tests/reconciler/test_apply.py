@@ -89,10 +89,12 @@ ADMIT = decision(
 
 
 def events(core: kubernetes.client.CoreV1Api) -> list[tuple[str, str, str]]:
-    """(type, reason, message) of the binding's Events, as ``kubectl describe`` lists them."""
+    """(type, reason, message) of the binding's Events, oldest first as ``kubectl describe``
+    lists them (the API lists by name, and Event names end in a random suffix)."""
     found = core.list_namespaced_event(
         NS, field_selector="involvedObject.name=train-pytorchjob"
     ).items
+    found.sort(key=lambda e: int(e.metadata.resource_version))
     return [(e.type, e.reason, e.message) for e in found]
 
 
