@@ -138,7 +138,12 @@ def test_concurrent_patches_all_apply_and_stale_puts_conflict():
     def label(worker: int) -> None:
         for i in range(20):
             patch = {"metadata": {"labels": {f"w{worker}": str(i)}}}
-            store.patch("configmaps", "c", patch, namespace="default")
+            for _ in range(100):  # like kube-apiserver, the store gives up after a few
+                try:  # conflicting retries of one patch (409); a client tries again
+                    store.patch("configmaps", "c", patch, namespace="default")
+                    break
+                except StatusError as error:
+                    assert error.reason == "Conflict"
 
     threads = [threading.Thread(target=label, args=(w,)) for w in range(8)]
     for thread in threads:
