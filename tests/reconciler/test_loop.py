@@ -1,0 +1,291 @@
+"""The reconciler loop end to end: the HTTPS sandbox, fleetgate's real webhook, Karmada's
+controllers over examples/fleet.yaml, and the real ``kubernetes`` client.
+
+Passes are deterministic: Karmada's controllers and the reconciler each run ``run_once`` on a
+shared fake clock; only the informers (and the webhook) run on threads.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import kubernetes
+import pytest
+import yaml
+
+from engine import annotations as ann
+from engine.fleet.bindings import job_outcome
+from engine.members import Fleet, load_fleet
+from engine.policy.reload import PolicyHolder
+from reconciler.loop import Reconciler
+from sandbox.faults import Faults
+from sandbox.karmada import KarmadaControllers
+from sandbox.karmada.names import DURATION_ANNOTATION
+from sandbox.server import Sandbox
+from tests.conftest import REPO
+from tests.sandbox.test_webhooks import fleetgate_webhook, pytorchjob, register
+
+TEST_SECONDS = 60
+NS = "research"
+RB = ("work.karmada.io", "v1alpha2", NS, "resourcebindings")
+KUBEFLOW = ("kubeflow.org", "v1", NS, "pytorchjobs")
+SNAPSHOT = REPO / "examples" / "fleet-snapshot.yaml"
+
+
+@pytest.fixture(autouse=True)
+def bounded() -> Iterator[None]:
+    def expire(*_: object) -> None:
+        raise TimeoutError(f"test took more than {TEST_SECONDS}s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(TEST_SECONDS)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = datetime.now(UTC).replace(microsecond=0)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, seconds: float) -> datetime:
+        self.now += timedelta(seconds=seconds)
+        return self.now
+
+
+@pytest.fixture
+def custom(api_client: kubernetes.client.ApiClient) -> kubernetes.client.CustomObjectsApi:
+    return kubernetes.client.CustomObjectsApi(api_client)
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def writes(sandbox: Sandbox) -> list[str]:
+    """Every write request to a binding or an Event."""
+    seen: list[str] = []
+
+    def record(method: str, path: str, query: dict[str, str]) -> None:
+        if method in ("PATCH", "PUT", "POST", "DELETE") and (
+            "/resourcebindings" in path or "/events" in path
+        ):
+            seen.append(f"{method} {path}")
+
+    sandbox.request_hooks.insert(0, record)
+    return seen
+
+
+@pytest.fixture
+def fleet_world(
+    sandbox: Sandbox, api_client: kubernetes.client.ApiClient, tmp_path: Path, clock: Clock
+) -> Iterator[KarmadaControllers]:
+    """The webhook registered, the research namespace, PriorityClasses and its policy, and
+    Karmada's controllers over examples/fleet.yaml (one pass done: Clusters exist)."""
+    with fleetgate_webhook(tmp_path / "tls") as served:
+        register(api_client, *served)
+        seed(api_client)
+        fleet = Fleet(load_fleet(REPO / "examples" / "fleet.yaml"), clock())
+        karmada = KarmadaControllers(sandbox.store, fleet, clock)
+        try:
+            karmada.run_once()
+            yield karmada
+        finally:
+            karmada.stop()
+
+
+@pytest.fixture
+def reconciler(api_client: kubernetes.client.ApiClient, clock: Clock) -> Iterator[Reconciler]:
+    holder = PolicyHolder.for_paths([REPO / "policies"])
+    assert holder.reload(), holder.status.errors
+    rec = Reconciler(api_client, holder, clock=clock, request_timeout=10)
+    try:
+        rec.start(loop=False)
+        assert rec.wait_synced(15)
+        yield rec
+    finally:
+        rec.stop()
+
+
+def seed(api_client: kubernetes.client.ApiClient) -> None:
+    core = kubernetes.client.CoreV1Api(api_client)
+    core.create_namespace({"metadata": {"name": NS}})
+    scheduling = kubernetes.client.SchedulingV1Api(api_client)
+    custom = kubernetes.client.CustomObjectsApi(api_client)
+    for item in _snapshot_items():
+        meta = item["metadata"]
+        clean = {k: v for k, v in meta.items() if k in ("name", "namespace", "labels")}
+        if item["kind"] == "PriorityClass" and not meta["name"].startswith("system-"):
+            scheduling.create_priority_class({**item, "metadata": clean})
+        elif item["kind"] == "PropagationPolicy" and meta["name"] == "research-jobs":
+            body = {"apiVersion": item["apiVersion"], "kind": item["kind"]}
+            body |= {"metadata": {**clean, "namespace": NS}, "spec": item["spec"]}
+            custom.create_namespaced_custom_object(
+                "policy.karmada.io", "v1alpha1", NS, "propagationpolicies", body
+            )
+
+
+def _snapshot_items() -> Iterator[dict[str, Any]]:
+    for document in yaml.safe_load_all(SNAPSHOT.read_text()):
+        if document:
+            yield from document.get("items", [document])
+
+
+def submit(custom: kubernetes.client.CustomObjectsApi, name: str, workers: int) -> None:
+    job = pytorchjob(workers)
+    job["metadata"]["name"] = name
+    job["metadata"]["annotations"] = {DURATION_ANNOTATION: "5m"}
+    custom.create_namespaced_custom_object(*KUBEFLOW, job)
+
+
+def binding(custom: kubernetes.client.CustomObjectsApi, job: str) -> dict[str, Any]:
+    return dict(custom.get_namespaced_custom_object(*RB, f"{job}-pytorchjob"))
+
+
+def eventually(check: Callable[[], bool], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        time.sleep(0.02)
+
+
+def caught_up(rec: Reconciler, custom: kubernetes.client.CustomObjectsApi) -> None:
+    """Wait until the reconciler's binding cache holds what the server holds."""
+
+    def same() -> bool:
+        served = custom.list_namespaced_custom_object(*RB)["items"]
+        cached = rec.informers["resourcebindings.work.karmada.io"]
+        return all(
+            (cached.get(NS, b["metadata"]["name"]) or {}).get("metadata", {}).get("resourceVersion")
+            == b["metadata"]["resourceVersion"]
+            for b in served
+        )
+
+    eventually(same)
+
+
+def conditions(obj: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {c["type"]: c for c in (obj.get("status") or {}).get("conditions") or []}
+
+
+def test_admit_run_to_success_and_a_waiting_job(
+    custom, fleet_world: KarmadaControllers, reconciler: Reconciler, clock: Clock, writes
+):
+    karmada = fleet_world
+    submit(custom, "first", workers=2)  # 24 GPUs
+    karmada.run_once()
+    held = binding(custom, "first")
+    assert held["spec"]["suspension"]["scheduling"] is True
+    assert held["metadata"]["labels"][ann.MANAGED] == "true"
+    assert not held["spec"].get("clusters")
+
+    caught_up(reconciler, custom)
+    summary = reconciler.run_once()
+    assert (summary.applied, summary.conflicts, summary.errors) == (1, 0, 0), summary
+    bound = binding(custom, "first")
+    (target,) = bound["spec"]["clusters"]
+    scheduled = conditions(bound)["Scheduled"]
+    assert (scheduled["status"], scheduled["reason"]) == ("True", "FleetgateAdmitted")
+    assert bound["metadata"]["annotations"][ann.ADMITTED_TO] == target["name"]
+
+    # a second job of 32 GPUs does not fit beside the first (8 GPUs left): it waits, its
+    # reason on its binding
+    submit(custom, "second", workers=3)
+    karmada.run_once()  # the binding controller makes the first's Work; the member runs it
+    caught_up(reconciler, custom)
+    summary = reconciler.run_once()
+    assert summary.errors == 0, summary
+    waiting = binding(custom, "second")
+    assert not waiting["spec"].get("clusters")
+    decided = reconciler.last_result.decision("research/second-pytorchjob")
+    assert decided is not None and decided.action == "Pending"
+    notes = waiting["metadata"]["annotations"]
+    assert notes[ann.PENDING] == f"{decided.reason}: {decided.message}"
+    assert notes[ann.QUEUE_POSITION] == "1"
+
+    # level-triggered: a pass over the same state writes nothing
+    caught_up(reconciler, custom)
+    writes.clear()
+    summary = reconciler.run_once()
+    assert summary.applied == 0 and writes == [], (summary, writes)
+
+    running = binding(custom, "first")["status"]["aggregatedStatus"]
+    assert [(i["clusterName"], i["applied"]) for i in running] == [(target["name"], True)]
+    karmada.run_once(clock.advance(5 * 60))
+    done = binding(custom, "first")["status"]["aggregatedStatus"][0]["status"]
+    assert job_outcome(done) == "Succeeded"
+    karmada.run_once(clock.advance(10))  # the next Cluster status shows its GPUs free
+
+    # the first's quota is released: the second is admitted on the next pass
+    caught_up(reconciler, custom)
+    summary = reconciler.run_once()
+    assert summary.applied == 1, summary
+    assert binding(custom, "second")["spec"]["clusters"]
+    assert ann.PENDING not in binding(custom, "second")["metadata"]["annotations"]
+
+
+def test_a_conflict_marks_dirty_and_the_next_pass_admits(
+    sandbox: Sandbox, custom, fleet_world: KarmadaControllers, reconciler: Reconciler
+):
+    faults = Faults(seed=1).attach(sandbox)
+    submit(custom, "first", workers=2)
+    fleet_world.run_once()
+    caught_up(reconciler, custom)
+    faults.fail_requests(409, method="PATCH", path="/resourcebindings/first-pytorchjob$", count=1)
+    summary = reconciler.run_once()
+    assert (summary.applied, summary.conflicts) == (0, 1), summary
+    assert "research/first-pytorchjob" in reconciler.dirty
+    assert not binding(custom, "first")["spec"].get("clusters")
+
+    summary = reconciler.run_once()  # nothing changed since: a fresh read says so; admit
+    assert (summary.applied, summary.conflicts) == (1, 0), summary
+    assert not reconciler.dirty
+    assert binding(custom, "first")["spec"]["clusters"]
+
+
+def test_a_dirty_binding_waits_for_the_watch_to_bring_its_new_version(
+    sandbox: Sandbox, custom, fleet_world: KarmadaControllers, reconciler: Reconciler
+):
+    submit(custom, "first", workers=2)
+    fleet_world.run_once()
+    caught_up(reconciler, custom)
+    current = binding(custom, "first")
+    reconciler.dirty["research/first-pytorchjob"] = current["metadata"]["resourceVersion"]
+    # someone else touches the binding; until the watch brings it, a pass skips it
+    custom.patch_namespaced_custom_object(
+        *RB, "first-pytorchjob", {"metadata": {"labels": {"touched": "yes"}}}
+    )
+    caught_up(reconciler, custom)
+    summary = reconciler.run_once()
+    assert (summary.applied, summary.skipped) == (1, 0), summary
+    assert not reconciler.dirty
+
+
+def test_the_thread_admits_on_events(
+    custom, fleet_world: KarmadaControllers, api_client, clock: Clock
+):
+    holder = PolicyHolder.for_paths([REPO / "policies"])
+    assert holder.reload()
+    rec = Reconciler(api_client, holder, clock=clock, debounce=0.05, resync=5.0)
+    try:
+        rec.start()
+        assert rec.wait_synced(15)
+        submit(custom, "first", workers=2)
+        fleet_world.run_once()
+        eventually(lambda: bool(binding(custom, "first")["spec"].get("clusters")), 15)
+        eventually(lambda: rec.last is not None and rec.last.applied == 0, 5)
+    finally:
+        rec.stop()
