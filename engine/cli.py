@@ -171,12 +171,17 @@ def build_parser() -> argparse.ArgumentParser:
     from webhook.cli import add_parser as add_webhook_parser  # argparse only; serving is lazy
 
     add_webhook_parser(commands)
-    # The sandbox (a test API server) is never needed in production; the CLI is the one edge
-    # allowed to reach it, lazily, argparse only (tests/test_layering.py).
-    from sandbox.cli import add_parser as add_sandbox_parser
-
-    add_sandbox_parser(commands)
+    for command in _plugins():  # `fleetgate sandbox`: engine/ never imports the sandbox
+        command.load()(commands)
     return parser
+
+
+def _plugins() -> list[Any]:
+    """Subcommands other packages of the distribution register under the entry-point group
+    ``fleetgate.commands`` (a function adding its parser), in name order."""
+    from importlib.metadata import entry_points
+
+    return sorted(entry_points(group="fleetgate.commands"), key=lambda e: e.name)
 
 
 def _version() -> str:
