@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import signal
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,6 +16,7 @@ from reconciler.apply import Applier, ApplyError, Outcome
 from sandbox.errors import StatusError, status
 from sandbox.schema import load_schemas
 from sandbox.server import Sandbox
+from tests.reconciler.conftest import time_limit
 from tests.sandbox.builders import RB_PLURAL, WORK, binding
 
 NOW = dt.datetime(2026, 3, 10, 9, 10, tzinfo=dt.UTC)
@@ -30,16 +30,8 @@ TEST_SECONDS = 30
 def bounded() -> Iterator[None]:
     """Every test here ends within TEST_SECONDS, passing or not."""
 
-    def expire(*_: object) -> None:
-        raise TimeoutError(f"test took more than {TEST_SECONDS}s")
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.alarm(TEST_SECONDS)
-    try:
+    with time_limit(TEST_SECONDS):
         yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 @pytest.fixture

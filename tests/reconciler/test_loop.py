@@ -7,7 +7,6 @@ shared fake clock; only the informers (and the webhook) run on threads.
 
 from __future__ import annotations
 
-import signal
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -28,6 +27,7 @@ from sandbox.karmada import KarmadaControllers
 from sandbox.karmada.names import DURATION_ANNOTATION
 from sandbox.server import Sandbox
 from tests.conftest import REPO
+from tests.reconciler.conftest import time_limit
 from tests.sandbox.test_webhooks import fleetgate_webhook, pytorchjob, register
 
 TEST_SECONDS = 60
@@ -39,16 +39,8 @@ SNAPSHOT = REPO / "examples" / "fleet-snapshot.yaml"
 
 @pytest.fixture(autouse=True)
 def bounded() -> Iterator[None]:
-    def expire(*_: object) -> None:
-        raise TimeoutError(f"test took more than {TEST_SECONDS}s")
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.alarm(TEST_SECONDS)
-    try:
+    with time_limit(TEST_SECONDS):
         yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 class Clock:
