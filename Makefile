@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo lint bench bench-cel bench-instructions bench-webhook bench-sandbox bench-snapshot soak mutate clean
+.PHONY: test demo dry-run-demo bench-e2e lint bench bench-cel bench-instructions bench-webhook bench-sandbox bench-snapshot bench-simulate soak mutate clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -12,11 +12,18 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 test: $(STAMP)
+	bash scripts/test-tools.sh
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest
 
+# The whole loop on the sandbox fleet: webhook, Karmada's controllers and the reconciler, jobs
+# of three tenants, a cluster failure, a summary (docs/demo.md).
 demo: $(STAMP)
+	$(BIN)/fleetgate demo
+
+# One scheduling cycle of policies/ on the example fleet snapshot, without running anything.
+dry-run-demo: $(STAMP)
 	$(BIN)/fleetgate dry-run --policies policies/ --snapshot examples/fleet-snapshot.yaml \
 		--now 2025-03-10T10:00:00Z
 
@@ -42,9 +49,26 @@ SANDBOX_TEMPLATES ?= 10000
 bench-sandbox: $(STAMP)
 	$(BIN)/python benchmarks/sandbox_load.py --templates $(SANDBOX_TEMPLATES)
 
+# End to end: E2E_JOBS job templates created at once against the sandbox with the webhook and
+# the reconciler running; prints the time until every binding is decided (admitted, or pending
+# with its reason), binds/s, and where the time and CPU go (docs/performance.md).
+E2E_JOBS ?= 10000
+
+bench-e2e: $(STAMP)
+	$(BIN)/python benchmarks/e2e_load.py --jobs $(E2E_JOBS)
+
 # Reading a ~45 MiB snapshot (29,000 objects, one List) with libyaml's parser and PyYAML's.
 bench-snapshot: $(STAMP)
 	$(BIN)/python benchmarks/snapshot_load.py --objects 29000
+
+# fleetgate simulate's loop on a generated trace: SIM_JOBS jobs on 10 clusters of 104 GPUs, one
+# cycle at most every SIM_INTERVAL simulated seconds; prints wall time, jobs/s, peak RSS.
+SIM_JOBS ?= 100000
+SIM_INTERVAL ?= 120
+
+bench-simulate: $(STAMP)
+	$(BIN)/python benchmarks/simulate_load.py --jobs $(SIM_JOBS) --interval $(SIM_INTERVAL)
+	$(BIN)/python benchmarks/simulate_load.py --jobs 20000 --interval $(SIM_INTERVAL) --profile 25
 
 # Soak (not in CI): the webhook under good traffic, garbage, slow and idle clients, CEL-heavy
 # requests and policy rewrites for SOAK_SECONDS; prints a summary, fails on a good request over

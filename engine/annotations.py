@@ -1,5 +1,5 @@
 """The labels and annotations fleetgate reads and writes on ResourceBindings (a contract), and
-the two it reads on job templates (``AFTER``, ``SAME_CLUSTER_AS``).
+those it reads on job templates (``AFTER``, ``SAME_CLUSTER_AS``, the ``GROUP`` ones).
 
 The webhook writes ``MANAGED``, ``QUEUED_AT`` and ``POLICY_VERSION`` when it suspends a binding,
 and ``READMIT`` when an admitted binding's demand grows. The reconciler writes the admission,
@@ -38,6 +38,15 @@ ATTEMPTS = "fleetgate.io/attempts"
 EXCLUDED_CLUSTERS = "fleetgate.io/excluded-clusters"
 """``name=RFC3339,…``: clusters where the job failed, excluded until the given time."""
 
+GAVE_UP = "fleetgate.io/gave-up"
+"""Why fleetgate stopped requeueing the binding after ``requeue.maxAttempts`` failed attempts
+(reason, cluster, message). While it is present the cycle rejects the job (``GaveUp``); remove
+it to give the job one more attempt (remove ``ATTEMPTS`` too for a full new set)."""
+
+RUNNING_SINCE = "fleetgate.io/running-since"
+"""When the reconciler first saw the admitted job running on all its clusters; from then on the
+startup timeout no longer applies to this admission."""
+
 NOMINATED_CLUSTER = "fleetgate.io/nominated-cluster"
 """The cluster a preempting job waits for while its victims terminate."""
 
@@ -56,6 +65,20 @@ AFTER = "fleetgate.io/after"
 
 SAME_CLUSTER_AS = "fleetgate.io/same-cluster-as"
 """``[Kind/][namespace/]name``: place the job only where that job was placed."""
+
+# Co-admission groups (docs/multi-cluster-training.md), on the job template:
+
+GROUP = "fleetgate.io/group"
+"""``NAME``: the job is a member of the group NAME of its namespace, admitted all together."""
+
+GROUP_SIZE = "fleetgate.io/group-size"
+"""``N``: how many members the group has; it waits until all N exist."""
+
+GROUP_MIN = "fleetgate.io/group-min"
+"""``M`` (default: the size): the members that must be admitted at once."""
+
+GROUP_SPREAD = "fleetgate.io/group-spread"
+"""``clusters``: every member on a cluster of its own (also read on a HyperJob)."""
 
 
 def format_time(value: dt.datetime) -> str:

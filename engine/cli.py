@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import functools
 import json
@@ -264,7 +265,7 @@ def _inspect(args: argparse.Namespace) -> int:
     objects, problems = read_objects(args.files)
     result = inspect_objects(objects, policy, dt.datetime.now(dt.UTC))
     read_errors = tuple(InspectedError.of(problem) for problem in problems)
-    result = type(result)(result.workloads, read_errors + result.errors)
+    result = dataclasses.replace(result, errors=read_errors + result.errors)
     if args.output == "json":
         print(json.dumps(result.to_json(), indent=2))
     else:

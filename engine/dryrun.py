@@ -57,6 +57,11 @@ def explain(result: CycleResult, decision: Decision) -> str:
         lines.append(f"  victims   {', '.join(decision.victims)}")
     if decision.preemptor:
         lines.append(f"  for       {decision.preemptor}")
+    if (group := decision.group) is not None:
+        lines.append(
+            f"  group     {group.name}: {group.state}; {group.present} of {group.size} members "
+            f"present, {group.min} needed at once"
+        )
     if decision.cluster_reasons:
         # a placed job's cluster reasons are the scores that failed (counted as 0) there
         lines.append("  clusters not chosen:" if not decision.clusters else "  cluster notes:")

@@ -13,6 +13,7 @@ from engine.fleet.model import SnapshotIssue
 from engine.fleet.snapshot import describe, flatten_lists
 from engine.mapping import map_job
 from engine.policy.model import SchedulingPolicy
+from engine.workloads import hyperjob
 from engine.workloads.model import DemandError, Workload
 from engine.workloads.names import qualified_kind
 from engine.workloads.registry import read_workload
@@ -51,12 +52,16 @@ class InspectedError:
 class Inspected:
     workloads: tuple[tuple[Workload, str | None], ...]  # with the mapped queue
     errors: tuple[InspectedError, ...]
+    hyperjobs: tuple[hyperjob.HyperJob, ...] = ()  # their children are among ``workloads``
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "workloads": [w.to_json() | {"queue": queue} for w, queue in self.workloads],
             "errors": [e.to_json() for e in self.errors],
         }
+        if self.hyperjobs:
+            out["hyperJobs"] = [hyperjob.to_json(h) for h in self.hyperjobs]
+        return out
 
 
 def inspect_objects(
@@ -68,7 +73,14 @@ def inspect_objects(
     workloads: list[tuple[Workload, str | None]] = []
     errors: list[InspectedError] = []
     unreadable: list[SnapshotIssue] = []
+    hyperjobs: list[hyperjob.HyperJob] = []
     for file, obj in flatten_lists(objects, unreadable):
+        if hyperjob.is_hyperjob(obj):  # a HyperJob: the demand of each child it stamps out
+            try:
+                hyperjobs.append(hyperjob.read_hyperjob(obj))
+            except DemandError as err:
+                errors.append(InspectedError(file, describe(obj), err.path, err.message))
+            continue
         try:
             workload = read_workload(obj)
         except DemandError as err:
@@ -82,7 +94,13 @@ def inspect_objects(
             errors.append(InspectedError(file, describe(obj), "", message))
         workloads.append((workload, mapped.queue))
     errors.extend(InspectedError.of(issue) for issue in unreadable)
-    return Inspected(tuple(workloads), tuple(errors))
+    seen = {w.ref for w, _ in workloads}  # a child listed beside its HyperJob is shown once
+    for found in hyperjobs:
+        for child in found.children():
+            if child.ref not in seen:
+                mapped = map_job(policy, child, None, priority_class_value=0, now=now)
+                workloads.append((child, mapped.queue))
+    return Inspected(tuple(workloads), tuple(errors), tuple(hyperjobs))
 
 
 _TABLE_RESOURCES = ("cpu", "memory", "nvidia.com/gpu")
@@ -114,6 +132,7 @@ def table(result: Inspected) -> str:
         "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
         for row in rows
     ]
+    lines += [hyperjob.summary(found) for found in result.hyperjobs]
     for error in result.errors:
         lines.append(f"error: {error}")
     return "\n".join(lines)

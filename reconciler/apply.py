@@ -4,6 +4,8 @@
 the resourceVersion the decision was made on, then (bind mode) the ``Scheduled`` condition on the
 status subresource, then an Event. A 409 is ``Outcome.CONFLICT``: the caller re-reads the binding
 and decides again; nothing is forced or retried blindly. A 404 is ``Outcome.GONE``.
+``transition(change, binding)`` writes a lifecycle transition (:mod:`reconciler.lifecycle`: a
+job started, requeued or given up) the same way.
 """
 
 from __future__ import annotations
@@ -23,7 +25,16 @@ from engine import annotations as ann
 from engine.cycle.model import Decision
 from engine.errors import FleetgateError
 from reconciler.events import event_body
-from reconciler.plan import Mode, Plan, PlanError, StatusUpdate, plan, status_patch
+from reconciler.lifecycle import Confirm, Reclaim, Started
+from reconciler.plan import (
+    Mode,
+    Plan,
+    PlanError,
+    StatusUpdate,
+    plan,
+    plan_transition,
+    status_patch,
+)
 
 log = logging.getLogger("fleetgate.reconciler")
 
@@ -52,6 +63,10 @@ class ApplyError(FleetgateError):
         self.status = status
 
 
+class NotLeader(FleetgateError):
+    """The write gate (leader election: ``reconciler.leader``) is closed: nothing is sent."""
+
+
 class _Conflict(Exception):
     pass
 
@@ -77,6 +92,8 @@ class Applier:
         self.timeout = request_timeout
         self.custom = kubernetes.client.CustomObjectsApi(api_client)
         self.core = kubernetes.client.CoreV1Api(api_client)
+        # asked right before every write; False: this replica must not write (not the leader)
+        self.gate: Callable[[], bool] | None = None
 
     def apply(
         self,
@@ -91,7 +108,28 @@ class Applier:
         if decision.binding != ref:
             raise PlanError(f"decision for {decision.binding} applied to binding {ref}")
         now = self.clock()
-        writes = plan(decision, binding, self.mode, now, policy_version, resizable)
+        return self._send(
+            binding, plan(decision, binding, self.mode, now, policy_version, resizable), now
+        )
+
+    def transition(
+        self,
+        change: Started | Reclaim | Confirm,
+        binding: Mapping[str, Any],
+        policy_version: str = "",
+    ) -> Outcome:
+        """Write a lifecycle transition (``reconciler.lifecycle``: the job started, or is
+        requeued or given up) on ``binding``, the object it was found on."""
+        ref = _ref(binding)
+        if change.binding != ref:
+            raise PlanError(f"transition for {change.binding} applied to binding {ref}")
+        now = self.clock()
+        return self._send(
+            binding, plan_transition(change, binding, self.mode, now, policy_version), now
+        )
+
+    def _send(self, binding: Mapping[str, Any], writes: Plan, now: dt.datetime) -> Outcome:
+        """The plan's spec patch, then its status, then its Event."""
         if writes.patch is None:
             return Outcome.UNCHANGED
         try:
@@ -129,6 +167,8 @@ class Applier:
     def _event(self, binding: Mapping[str, Any], writes: Plan, now: dt.datetime) -> None:
         if writes.event is None:
             return
+        if self.gate is not None and not self.gate():
+            return
         body = event_body(binding, writes.event, now, uuid.uuid4().hex[:16])
         namespace = body["metadata"]["namespace"]
         try:
@@ -141,6 +181,8 @@ class Applier:
     ) -> dict[str, Any]:
         namespace, name, plural = _where(binding)
         what = "status patch" if status else "patch"
+        if self.gate is not None and not self.gate():
+            raise NotLeader(f"{_ref(binding)}: {what} not sent: this replica is not the leader")
         try:
             if namespace:
                 call = (

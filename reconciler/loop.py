@@ -10,6 +10,16 @@ version (or, when the cache still holds the version the 409 answered, once a fre
 unchanged). Writes never go into the caches: the watch brings them back. A pass run twice writes
 nothing the second time (the Applier answers UNCHANGED).
 
+Writes go out on a pool of threads (:mod:`reconciler.writers`), a binding per thread; only
+objects replaced since the last pass are parsed (:class:`ReadMemo`); a Pending decision its
+binding already carries is not planned again (:mod:`reconciler.settled`).
+
+Lifecycle (:mod:`reconciler.lifecycle`): each pass also reviews the admitted jobs on the same
+snapshot (started, failed, unhealthy, on a cluster NotReady past its grace, past the startup
+timeout) and writes those transitions before the cycle's decisions, with the same preconditions
+and dirty handling; decisions on a job it reclaims are skipped (the next pass decides it again
+as requeued). ``PassSummary.requeued`` and ``gave_up`` count them.
+
 ``start()`` runs passes on a thread: after relevant informer events (debounced), every
 ``resync`` seconds, and soon again while bindings are dirty.
 """
@@ -20,8 +30,9 @@ import datetime as dt
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Protocol
 
 import kubernetes
@@ -32,13 +43,18 @@ from engine.cycle.cycle import run_cycle
 from engine.cycle.jobcache import JobCache
 from engine.cycle.model import CycleResult, Decision
 from engine.errors import FleetgateError
+from engine.fleet.model import Snapshot
+from engine.fleet.readmemo import ReadMemo
 from engine.fleet.snapshot import build_snapshot
 from engine.gcpause import collector_paused
 from engine.policy.policyset import PolicySet
+from reconciler import lifecycle
 from reconciler.apply import GROUP, VERSION, Applier, Outcome, utc_now
 from reconciler.informer import Key
 from reconciler.informers import Informers
 from reconciler.resources import CLUSTER_RESOURCE_BINDINGS, RESOURCE_BINDINGS
+from reconciler.settled import Settled
+from reconciler.writers import DEFAULT_WRITE_WORKERS, WritePool, pool_size, widen_pool
 
 log = logging.getLogger("fleetgate.reconciler")
 
@@ -63,11 +79,31 @@ class PassSummary:
     gone: int = 0
     skipped: int = 0  # no cached binding, not managed, or dirty and still stale
     errors: int = 0
+    requeued: int = 0  # of ``applied``: jobs reclaimed and requeued (reconciler.lifecycle)
+    gave_up: int = 0  # of ``applied``: jobs given up after requeue.maxAttempts
     seconds: float = 0.0
+    # (binding ref, what) of each write that went through: a decision's action (Admit,
+    # Preempt, …) or a lifecycle step; observers count transitions from it, once each
+    applied_to: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def writes(self) -> int:
         return self.applied
+
+
+# (binding ref, what is written: an action or a lifecycle step, the write on the cached binding)
+_Write = tuple[str, str, Callable[[Mapping[str, Any]], Outcome]]
+
+
+@dataclass(frozen=True, slots=True)
+class _Attempt:
+    """One write's end, from a writer thread; ``outcome`` None: skipped or ``failed``."""
+
+    ref: str
+    what: str
+    outcome: Outcome | None
+    version: str  # the resourceVersion written on (dirty on CONFLICT/GONE)
+    failed: bool = False
 
 
 class Reconciler:
@@ -82,18 +118,36 @@ class Reconciler:
         *,
         informers: Informers | None = None,
         request_timeout: float = 30.0,
+        gate: Callable[[], bool] | None = None,
+        write_workers: int = DEFAULT_WRITE_WORKERS,
     ) -> None:
         self.policies = policies
+        # asked before each pass and each write: False (a follower, or a leader past its renew
+        # deadline; reconciler.leader) runs no pass and sends nothing; the informers run on
+        self.gate = gate
         self.clock = clock
         self.debounce = debounce
         self.resync = resync
         self.informers = informers if informers is not None else Informers(api_client)
         self.applier = Applier(api_client, mode, clock, request_timeout)
+        self.applier.gate = gate
+        # a pass's writes go out on up to ``write_workers`` threads, a binding per thread
+        # (reconciler.writers); its snapshot re-reads only objects that changed (ReadMemo)
+        self.writers = WritePool(write_workers)
+        watches = len(getattr(self.informers, "informers", ()))
+        widen_pool(api_client, pool_size(write_workers, watches))
+        self.reads = ReadMemo()
+        self.settled = Settled()  # Pending decisions found written: not planned again
         self.cache = JobCache()
         self.dirty: dict[str, str] = {}  # binding ref → the resourceVersion a write met 409/404 on
+        self.due: dt.datetime | None = None  # when time alone next changes a decision (lifecycle)
         self.passes = 0
         self.last: PassSummary | None = None
         self.last_result: CycleResult | None = None  # the latest cycle's decisions and queues
+        self.last_snapshot: Snapshot | None = None  # the snapshot that cycle read
+        # called after each pass with its result and summary (metrics, the read-only API);
+        # an observer's error is logged, never fails the pass
+        self.observers: list[Callable[[CycleResult, PassSummary], None]] = []
         self._custom = kubernetes.client.CustomObjectsApi(api_client)
         self._timeout = request_timeout
         self._pass = threading.Lock()
@@ -121,10 +175,22 @@ class Reconciler:
         if self._thread is not None:
             self._thread.join(timeout)
             self._thread = None
+        self.writers.close()
         self.informers.stop(max(0.0, deadline - time.monotonic()))
 
     def wait_synced(self, timeout: float) -> bool:
         return self.informers.wait_synced(timeout)
+
+    def wake(self) -> None:
+        """Run a pass soon (e.g. this replica just became the leader)."""
+        self._wake.set()
+
+    def idle(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` for a running pass to end; True when none runs now."""
+        if not self._pass.acquire(timeout=timeout):
+            return False
+        self._pass.release()
+        return True
 
     def _on_event(self, _resource: str, _key: Key, _obj: Mapping[str, Any] | None) -> None:
         self._wake.set()  # every watched kind feeds the snapshot: each event says "look again"
@@ -136,6 +202,8 @@ class Reconciler:
             wait = max(0.0, next_resync - time.monotonic())
             if self.dirty:
                 wait = min(wait, DIRTY_RETRY)
+            if self.due is not None:  # a backoff, exclusion, startup timeout or grace ends
+                wait = min(wait, max(0.0, (self.due - self.clock()).total_seconds()))
             if self._wake.wait(wait) and not self._stopping.is_set():
                 self._stopping.wait(self.debounce)  # let a burst of events settle
             self._wake.clear()
@@ -143,6 +211,8 @@ class Reconciler:
                 return
             if time.monotonic() >= next_resync:
                 next_resync = time.monotonic() + self.resync
+            if self.gate is not None and not self.gate():
+                continue  # a follower: caches warm, no pass (wake() when it leads)
             try:
                 self.run_once()
                 failures = 0
@@ -160,40 +230,117 @@ class Reconciler:
             started = time.perf_counter()
             moment = now if now is not None else self.clock()
             policies = self.policies.current
-            snapshot = build_snapshot(self.informers.snapshot_objects())
+            snapshot = build_snapshot(self.informers.snapshot_objects(), self.reads)
+            # the lifecycle (reconciler.lifecycle) reads the same snapshot as the cycle and
+            # writes first; the cycle's decisions on the jobs it reclaims were made on the
+            # version it replaces and are left to the next pass (see _transitions)
+            changes = lifecycle.review(snapshot, policies, moment, self._cached)
+            self.due = changes.due
             with collector_paused():
                 result = run_cycle(snapshot, policies, moment, self.cache)
             self.last_result = result
+            self.last_snapshot = snapshot
             summary = PassSummary(result.policy_version, len(result.decisions))
-            for decision in result.decisions:
-                self._enforce(decision, result.policy_version, summary)
+            self._transitions(changes, result, summary)
+            enforced = [d for d in result.decisions if d.binding not in changes.reclaimed]
+            summary.skipped += len(result.decisions) - len(enforced)
+            send, settled = enforced, 0
+            if self.gate is None or self.gate():
+                send, settled = self.settled.split(enforced, result.policy_version, self._settled)
+            summary.unchanged += settled
+            writes = [self._enforce(d, result.policy_version) for d in send]
+            self.settled.record(send, self._write_all(writes, summary), result.policy_version)
             summary.seconds = time.perf_counter() - started
             self.passes += 1
             self.last = summary
+            self._notify(result, summary)
             log.debug("reconciler pass: %s", summary)
             return summary
 
-    def _enforce(self, decision: Decision, policy_version: str, summary: PassSummary) -> None:
-        ref = decision.binding
+    def _transitions(
+        self, changes: lifecycle.Review, result: CycleResult, summary: PassSummary
+    ) -> None:
+        """Started, requeued and given-up jobs, before the cycle's decisions: a reclaimed job
+        must leave before its room is given to another, and a job that started is recorded
+        unless the cycle decided something about it (a preemption victim) this pass."""
+        decided = (d.binding for d in result.decisions)
+        found = list(changes.transitions(decided))
+        writes: list[_Write] = [
+            (
+                change.binding,
+                _what(change),
+                lambda b, c=change: self.applier.transition(c, b, result.policy_version),
+            )
+            for change in found
+        ]
+        for change, attempt in zip(found, self._write_all(writes, summary), strict=True):
+            if attempt.outcome == Outcome.APPLIED and isinstance(change, lifecycle.Reclaim):
+                if change.gave_up:
+                    summary.gave_up += 1
+                else:
+                    summary.requeued += 1
+
+    def _enforce(self, decision: Decision, policy_version: str) -> _Write:
+        return (
+            decision.binding,
+            str(decision.action),
+            lambda b: self.applier.apply(decision, b, policy_version=policy_version),
+        )
+
+    def _write_all(self, writes: Sequence[_Write], summary: PassSummary) -> list[_Attempt]:
+        """Each write on the pool's threads (reconciler.writers: a binding per thread, several
+        bindings at once), once all have ended; outcomes counted in ``summary`` in the order
+        given, in this thread."""
+        attempts = self.writers.run([partial(self._attempt, *write) for write in writes])
+        for attempt in attempts:
+            self._count(attempt, summary)
+        return attempts
+
+    def _write(
+        self,
+        ref: str,
+        what: str,
+        write: Callable[[Mapping[str, Any]], Outcome],
+        summary: PassSummary,
+    ) -> Outcome | None:
+        """``write`` on the cached binding ``ref`` when it is managed and not stale; the
+        outcome counted in ``summary`` (None: skipped, or failed)."""
+        return self._count(self._attempt(ref, what, write), summary)
+
+    def _attempt(
+        self, ref: str, what: str, write: Callable[[Mapping[str, Any]], Outcome]
+    ) -> _Attempt:
+        """``write`` on the cached binding ``ref`` when it is managed and not stale. Runs on a
+        writer thread: it counts nothing and marks nothing dirty (``_count`` does)."""
+        if self.gate is not None and not self.gate():
+            return _Attempt(ref, what, None, "")  # not (or no longer) the leader: write nothing
         binding = self._cached(ref)
         if binding is None or not _managed(binding):
-            summary.skipped += 1
-            return
+            return _Attempt(ref, what, None, "")
         version = _version(binding)
         stale = self.dirty.get(ref)
         if stale is not None:
             if stale == version and not self._unchanged_since(ref, binding):
-                summary.skipped += 1  # the watch has not brought the new version yet
-                return
-            del self.dirty[ref]
+                return _Attempt(ref, what, None, version)  # the watch has not brought it yet
+            self.dirty.pop(ref, None)
         try:
-            outcome = self.applier.apply(decision, binding, policy_version=policy_version)
+            outcome = write(binding)
         except (FleetgateError, ApiException, OSError) as error:
-            summary.errors += 1
-            log.error("%s: %s failed: %s", ref, decision.action, error)
-            return
+            log.error("%s: %s failed: %s", ref, what, error)
+            return _Attempt(ref, what, None, version, failed=True)
+        return _Attempt(ref, what, outcome, version)
+
+    def _count(self, attempt: _Attempt, summary: PassSummary) -> Outcome | None:
+        ref, what, outcome, version = attempt.ref, attempt.what, attempt.outcome, attempt.version
+        if outcome is None:
+            if attempt.failed:
+                summary.errors += 1
+            else:
+                summary.skipped += 1  # no cached binding, not managed, stale, or not leader
+            return None
         if outcome == Outcome.APPLIED:
             summary.applied += 1
+            summary.applied_to.append((ref, what))
         elif outcome == Outcome.UNCHANGED:
             summary.unchanged += 1
         else:
@@ -203,11 +350,23 @@ class Reconciler:
                 summary.gone += 1
             self.dirty[ref] = version
             log.info("%s: %s; deciding again on its next version", ref, outcome)
+        return outcome
+
+    def _notify(self, result: CycleResult, summary: PassSummary) -> None:
+        for observer in list(self.observers):
+            try:
+                observer(result, summary)
+            except Exception:  # an observer (metrics, API view) must never stop the loop
+                log.exception("reconciler: observer %r failed", observer)
 
     def _cached(self, ref: str) -> Mapping[str, Any] | None:
         namespace, _, name = ref.rpartition("/")
         resource = RESOURCE_BINDINGS if namespace else CLUSTER_RESOURCE_BINDINGS
         return self.informers[resource.key].get(namespace, name)
+
+    def _settled(self, ref: str) -> str | None:
+        binding = None if ref in self.dirty else self._cached(ref)
+        return None if binding is None else _version(binding)
 
     def _unchanged_since(self, ref: str, binding: Mapping[str, Any]) -> bool:
         """A fresh read of a binding whose write met a 409 while the cache still holds the same
@@ -238,3 +397,10 @@ def _managed(binding: Mapping[str, Any]) -> bool:
 
 def _version(obj: Mapping[str, Any]) -> str:
     return str((obj.get("metadata") or {}).get("resourceVersion") or "")
+
+
+def _what(change: lifecycle.Started | lifecycle.Reclaim | lifecycle.Confirm) -> str:
+    """What ``PassSummary.applied_to`` records for a lifecycle write."""
+    if isinstance(change, lifecycle.Reclaim):
+        return str(change.trigger)
+    return "Confirmed" if isinstance(change, lifecycle.Confirm) else "Started"

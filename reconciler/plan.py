@@ -19,6 +19,7 @@ from engine import annotations as ann
 from engine.cycle.model import Decision
 from engine.cycle.reasons import Action, Reason
 from engine.errors import FleetgateError
+from reconciler.lifecycle import Confirm, Reclaim, Started
 
 RESIZABLE_KINDS = frozenset(
     {
@@ -112,6 +113,7 @@ def _admit(
         ann.QUEUE_POSITION: None,
         ann.READMIT: None,
         ann.NOMINATED_CLUSTER: None,
+        ann.RUNNING_SINCE: None,  # a re-admission (scale-up) has its own startup timeout
     }
     if policy_version:
         notes[ann.POLICY_VERSION] = policy_version
@@ -158,6 +160,7 @@ def _preempt(
         ann.QUEUED_AT: ann.format_time(now),
         ann.ADMITTED_AT: None,
         ann.ADMITTED_TO: None,
+        ann.RUNNING_SINCE: None,
         ann.QUEUE_POSITION: None,
         ann.PENDING: f"{Reason.PREEMPTED}: {decision.message}",
     }
@@ -192,7 +195,99 @@ def _pending(decision: Decision, binding: Mapping[str, Any], policy_version: str
     event = None
     if decision.action == Action.REJECT and ann.PENDING in changes:
         event = EventSpec("Warning", "Rejected", f"{decision.reason}: {decision.message}")
+    elif ann.PENDING not in current:  # the first Pending decision since it (re)entered a queue
+        place = f" at position {decision.position}" if decision.position is not None else ""
+        event = EventSpec(
+            "Normal",
+            "Queued",
+            f"queued in {decision.queue or '?'}{place}: {decision.reason}: {decision.message}",
+        )
     return Plan(patch=_patch(binding, changes, None), event=event)
+
+
+def plan_transition(
+    change: Started | Reclaim | Confirm,
+    binding: Mapping[str, Any],
+    mode: Mode | str,
+    now: dt.datetime,
+    policy_version: str = "",
+) -> Plan:
+    """What a lifecycle transition (``reconciler.lifecycle``) writes on ``binding``."""
+    if isinstance(change, Confirm):
+        return _confirm(change, binding, Mode(mode))
+    if isinstance(change, Started):
+        current = (binding.get("metadata") or {}).get("annotations") or {}
+        if ann.RUNNING_SINCE in current or not (binding.get("spec") or {}).get("clusters"):
+            return Plan()
+        names = ", ".join(change.clusters)
+        notes = {ann.RUNNING_SINCE: ann.format_time(change.since)}
+        return Plan(
+            patch=_patch(binding, notes, None),
+            event=EventSpec("Normal", "Running", f"running on {names}"),
+        )
+    return _reclaim(change, binding, Mode(mode), policy_version)
+
+
+def _confirm(change: Confirm, binding: Mapping[str, Any], mode: Mode) -> Plan:
+    """The ``Scheduled=True`` condition and the Admitted Event of an admission whose status
+    write did not go through (bind mode: in release mode Karmada's scheduler sets the
+    condition). The spec patch only carries the resourceVersion precondition."""
+    conditions = (binding.get("status") or {}).get("conditions") or []
+    scheduled = any(c.get("type") == SCHEDULED and c.get("status") == "True" for c in conditions)
+    if mode == Mode.RELEASE or scheduled or not (binding.get("spec") or {}).get("clusters"):
+        return Plan()
+    names = ", ".join(change.clusters)
+    return Plan(
+        patch=_patch(binding, {}, None),
+        status=StatusUpdate(
+            "True", "FleetgateAdmitted", f"fleetgate admitted the binding to {names}", True
+        ),
+        event=EventSpec("Normal", "Admitted", f"admitted to {names}"),
+    )
+
+
+def _reclaim(change: Reclaim, binding: Mapping[str, Any], mode: Mode, policy_version: str) -> Plan:
+    """Off its clusters, suspended, back in its queue from ``queued_at`` after its backoff,
+    the failing clusters excluded; or (given up) off its clusters for good, with the reason."""
+    if not (binding.get("spec") or {}).get("clusters"):
+        return Plan()  # already off its clusters
+    summary = change.summary()
+    notes: dict[str, Any] = {
+        ann.ATTEMPTS: str(change.attempts),
+        ann.EXCLUDED_CLUSTERS: ",".join(
+            f"{name}={ann.format_time(until)}" for name, until in change.excluded
+        ),
+        ann.QUEUED_AT: ann.format_time(change.queued_at),
+        ann.ADMITTED_AT: None,
+        ann.ADMITTED_TO: None,
+        ann.RUNNING_SINCE: None,
+        ann.READMIT: None,
+        ann.QUEUE_POSITION: None,
+        ann.NOMINATED_CLUSTER: None,
+    }
+    if change.backoff_until is None:
+        notes |= {ann.GAVE_UP: summary, ann.BACKOFF_UNTIL: None}
+        notes[ann.PENDING] = f"{Reason.GAVE_UP}: {summary}"
+        event = EventSpec("Warning", "GaveUp", summary)
+        status = StatusUpdate("False", "FleetgateGaveUp", summary, scheduled=False)
+    else:
+        until = ann.format_time(change.backoff_until)
+        notes[ann.BACKOFF_UNTIL] = until
+        # what the cycle's Backoff decision says (``engine.cycle.explain.for_backoff``)
+        notes[ann.PENDING] = (
+            f"{Reason.BACKOFF}: requeued after attempt {change.attempts}; "
+            f"not considered before {until}"
+        )
+        event = EventSpec("Warning", "Requeued", summary)
+        status = StatusUpdate("False", "FleetgateRequeued", summary, scheduled=False)
+    if policy_version:
+        notes[ann.POLICY_VERSION] = policy_version
+    spec_patch = {"clusters": None, "suspension": {"scheduling": True}}
+    return Plan(
+        patch=_patch(binding, notes, spec_patch),
+        status=status if mode == Mode.BIND else None,
+        event=event,
+    )
 
 
 def _patch(

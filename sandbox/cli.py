@@ -150,6 +150,7 @@ def run(args: argparse.Namespace) -> int:
     from sandbox.karmada import KarmadaControllers
     from sandbox.server import Sandbox
     from sandbox.store import Store
+    from sandbox.writelog import WriteLog
 
     logging.basicConfig(
         level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -175,6 +176,7 @@ def run(args: argparse.Namespace) -> int:
         service_urls=service_urls,
     )
     faults = Faults(seed=args.seed).attach(sandbox)
+    WriteLog().attach(sandbox)  # GET /sandbox/writes: who wrote what (docs/reconciler.md)
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())

@@ -18,7 +18,7 @@ from http.server import BaseHTTPRequestHandler
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
-from sandbox import admission, discovery, errors
+from sandbox import admission, discovery, errors, writelog
 from sandbox.resources import ResourceType
 from sandbox.table import to_table
 from sandbox.watch import BOOKMARK, ERROR, Subscription
@@ -84,7 +84,9 @@ class ApiHandler(BaseHTTPRequestHandler):
                 return
             for hook in list(self.server.request_hooks):
                 hook(method, url.path, query)
-            self._dispatch(method, url.path, query, body)
+            agent = self.headers.get("User-Agent", "")
+            with writelog.requester(agent, method, url.path):  # names who wrote what
+                self._dispatch(method, url.path, query, body)
         except errors.StatusError as error:
             self._send_json(error.code, error.status)
         except Exception as error:  # the edge: any bug becomes a 500 Status, logged, not a hang
@@ -300,6 +302,13 @@ class ApiHandler(BaseHTTPRequestHandler):
     # -- watch -------------------------------------------------------------------------------
 
     def _watch(self, route: Route, query: dict[str, str]) -> None:
+        try:  # a client going away at any write (a reset, ssl.SSLEOFError: OSErrors) ends it
+            self._watch_events(route, query)
+        except OSError as error:
+            log.debug("watch client went away: %s", error)
+            self.close_connection = True
+
+    def _watch_events(self, route: Route, query: dict[str, str]) -> None:
         store, rt = self.server.store, route.rt
         field_selector = query.get("fieldSelector", "")
         if route.name:  # .../watch/<plural>/<name>: one object
@@ -328,12 +337,8 @@ class ApiHandler(BaseHTTPRequestHandler):
         timeout = float(query.get("timeoutSeconds") or DEFAULT_WATCH_TIMEOUT)
         bookmarks = _truthy(query.get("allowWatchBookmarks"))
         self.server.track_watch(subscription, self.path)
-        aborted = False
         try:
             self._stream(subscription, rt, route.version, time.monotonic() + timeout, bookmarks)
-        except (BrokenPipeError, ConnectionResetError, OSError) as error:
-            log.debug("watch client went away: %s", error)
-            return
         finally:
             subscription.close()
             aborted = self.server.untrack_watch(subscription)

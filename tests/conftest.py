@@ -17,9 +17,10 @@ REPO = Path(__file__).resolve().parent.parent
 
 def missing(reason: str) -> NoReturn:
     """Skip for want of something outside Python; under ``CI=true`` fail instead: CI installs
-    what the suite needs (.ci/run), so a skip there would hide a test that never ran."""
+    what the suite needs (``make test`` runs scripts/test-tools.sh), so a skip there would hide
+    a test that never ran."""
     if os.environ.get("CI") == "true":
-        pytest.fail(f"{reason} (CI=true: .ci/run must provide it)", pytrace=False)
+        pytest.fail(f"{reason} (CI=true: scripts/test-tools.sh must provide it)", pytrace=False)
     pytest.skip(reason)
 
 

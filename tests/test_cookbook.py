@@ -72,14 +72,8 @@ def item(items: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
     return next(i for i in items if i["kind"] == kind and i["metadata"]["name"] == name)
 
 
-def without_score(name: str):
-    def edit(doc: dict[str, Any]) -> None:
-        scores = doc["spec"]["placement"]["scores"]
-        doc["spec"]["placement"]["scores"] = [s for s in scores if s["name"] != name]
-        if not doc["spec"]["placement"]["scores"]:
-            del doc["spec"]["placement"]["scores"]
-
-    return edit
+def without_cost(doc: dict[str, Any]) -> None:
+    del doc["spec"]["placement"]["cost"]
 
 
 # --- every recipe ----------------------------------------------------------------------------
@@ -131,8 +125,8 @@ def test_cheapest_takes_the_cheapest_cluster_of_the_requested_gpu_model():
     assert placed(decisions["eval-sweep"]) == {"a100-central": 4}
 
 
-def test_cheapest_without_its_price_score_binpack_picks_the_pricier_cluster(tmp_path):
-    copy = edited_copy(tmp_path, "cheapest-gpu", edit_policy=without_score("cheapest"))
+def test_cheapest_without_its_cost_binpack_picks_the_pricier_cluster(tmp_path):
+    copy = edited_copy(tmp_path, "cheapest-gpu", edit_policy=without_cost)
     decisions = dry_run(copy / "policies", copy / "snapshot.yaml")
     assert placed(decisions["llm-pretrain"]) == {"h100-east": 2}
 
@@ -175,8 +169,8 @@ def test_spillover_waits_for_the_cloud_until_the_wait_is_over():
         assert placed(decisions["quick-eval"]) == {"onprem-dc1": 1}
 
 
-def test_spillover_without_its_score_a_job_past_the_wait_goes_to_the_cloud(tmp_path):
-    copy = edited_copy(tmp_path, "spillover", edit_policy=without_score("on-prem-first"))
+def test_spillover_without_its_cost_a_job_past_the_wait_goes_to_the_cloud(tmp_path):
+    copy = edited_copy(tmp_path, "spillover", edit_policy=without_cost)
     decisions = dry_run(copy / "policies", copy / "snapshot.yaml")
     assert placed(decisions["hparam-sweep"]) == {"cloud-burst": 1}
 
@@ -186,9 +180,19 @@ def test_spillover_without_its_score_a_job_past_the_wait_goes_to_the_cloud(tmp_p
 
 def test_disaster_recovery_requeues_to_the_dr_partner_in_another_region():
     decisions = decide("disaster-recovery")
-    assert placed(decisions["llama-pretrain"]) == {"gpu-west": 2}  # us-west-2, not gpu-eu
-    assert placed(decisions["resnet-eval"]) == {"gpu-west": 1}
+    # us-west-2: not gpu-eu (BinPack), nor gpu-east-b (its home region, where it failed)
+    assert placed(decisions["llama-pretrain"]) == {"gpu-west": 2}
+    assert placed(decisions["resnet-eval"]) == {"gpu-east-b": 1}  # failed nowhere: home
     assert placed(decisions["eu-finetune"]) == {"gpu-eu": 1}
+
+
+def test_disaster_recovery_without_the_region_filter_stays_in_the_failed_region(tmp_path):
+    def without_filter(doc: dict[str, Any]) -> None:
+        del doc["spec"]["placement"]["filters"]
+
+    copy = edited_copy(tmp_path, "disaster-recovery", edit_policy=without_filter)
+    decisions = dry_run(copy / "policies", copy / "snapshot.yaml")
+    assert placed(decisions["llama-pretrain"]) == {"gpu-east-b": 2}
 
 
 def test_disaster_recovery_the_exclusion_holds_after_the_cluster_is_back(tmp_path):
@@ -200,9 +204,9 @@ def test_disaster_recovery_the_exclusion_holds_after_the_cluster_is_back(tmp_pat
     copy = edited_copy(tmp_path, "disaster-recovery", edit_snapshot=recovered)
     decisions = dry_run(copy / "policies", copy / "snapshot.yaml")
     assert placed(decisions["llama-pretrain"]) == {"gpu-west": 2}  # excluded until 10:47
-    assert placed(decisions["resnet-eval"]) == {"gpu-east": 1}  # home again
+    assert placed(decisions["resnet-eval"]) == {"gpu-east-b": 1}  # home: the fuller one
     later = dry_run(copy / "policies", copy / "snapshot.yaml", "2025-03-10T11:00:00Z")
-    assert placed(later["llama-pretrain"]) == {"gpu-east": 2}
+    assert placed(later["llama-pretrain"]) == {"gpu-east-b": 2}  # home again
 
 
 # --- spread across regions -------------------------------------------------------------------
@@ -213,4 +217,5 @@ def test_spread_divides_a_resizable_job_across_the_allowed_regions():
     # 20 pods, 16:8 room: 13 and 6, the one left over to the primary region (us-east-1);
     # gpu-eu could hold all 20 but its region is not allowed
     assert placed(decisions["embed-corpus"]) == {"gpu-east": 14, "gpu-west": 6}
-    assert placed(decisions["embed-refresh"]) == {"gpu-east": 2}  # fits one cluster whole
+    # fits one cluster, divided all the same: 2:2 room left, one pod per region
+    assert placed(decisions["embed-refresh"]) == {"gpu-east": 1, "gpu-west": 1}

@@ -17,7 +17,8 @@ def test_a_missing_tool_skips_outside_ci(monkeypatch):
 
 def test_a_missing_tool_fails_under_ci(monkeypatch):
     monkeypatch.setenv("CI", "true")
-    with pytest.raises(pytest.fail.Exception, match=r"CI=true: \.ci/run must provide it"):
+    expected = r"CI=true: scripts/test-tools\.sh must provide it"
+    with pytest.raises(pytest.fail.Exception, match=expected):
         require_tool(ABSENT)
 
 

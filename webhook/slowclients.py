@@ -144,6 +144,8 @@ class RequestGate:
         self._selector.register(self._wake_read, selectors.EVENT_READ, None)
         self._waiting: dict[int, _Waiting] = {}
         self._stop = threading.Event()
+        self._closing = threading.Lock()  # add() against _close(): no connection left behind
+        self._closed = False
         self._thread = threading.Thread(target=self._run, name="webhook-request-gate", daemon=True)
 
     def __len__(self) -> int:
@@ -157,7 +159,9 @@ class RequestGate:
         if self._thread.ident is None:  # never started
             self._close()
             return
-        self._wake()
+        with self._closing:
+            if not self._closed:
+                self._wake()
         self._thread.join(timeout)
 
     def add(self, conn: _DeadlineConnection, *, over_cap: bool = False) -> None:
@@ -166,8 +170,12 @@ class RequestGate:
         ``over_cap``: a new connection beyond ``max_connections``; it takes the place of the
         oldest connection that has sent nothing since it was accepted, or is closed.
         """
-        self._incoming.put((conn, over_cap))
-        self._wake()
+        with self._closing:
+            if self._closed:  # the server stopped while a worker finished this connection
+                conn.close()
+                return
+            self._incoming.put((conn, over_cap))
+            self._wake()
 
     def _wake(self) -> None:
         with contextlib.suppress(BlockingIOError):  # a wake-up is already pending
@@ -188,6 +196,8 @@ class RequestGate:
             self._close()
 
     def _close(self) -> None:
+        with self._closing:
+            self._closed = True
         for waiting in list(self._waiting.values()):
             self._drop(waiting)
         while not self._incoming.empty():

@@ -14,7 +14,14 @@ fleet data is given, the gang can start on the fleet at all (``webhook.fit``).
 
 An UPDATE that changes neither ``spec`` nor the labels and annotations (finalizers, owner
 references, status written by the job's own operator) is always allowed: a policy tightened
-later must never wedge a running or terminating job.
+later must never wedge a running or terminating job. An UPDATE that changes only labels or
+annotations is judged again, like a CREATE: Karmada's detector claiming the template (its
+``propagationpolicy.karmada.io/*`` label and annotations) is one. Comparing ``spec`` alone would
+be wrong here: the SchedulingPolicy maps labels to the queue (``fleetgate.io/queue``), and
+AdmissionPolicies read ``object.metadata`` and ``job.labels``. Skipping it soundly would need
+every expression's reads (``CelProgram.accesses``) to miss the changed keys; the example
+``team-label`` policy's ``has(object.metadata.labels)`` reads the whole map, so it would never
+apply there. Each review converts the template to CEL values once (``cel.converting_once``).
 """
 
 from __future__ import annotations
@@ -86,7 +93,8 @@ def validate_workload(
         )
     if workload is None:
         raise ReviewError(f"{request.kind} has no demand reader")  # known_kinds() said it had
-    return _judge(template, workload, policies, fleet, now)
+    with cel.converting_once():  # the template becomes CEL values once, not once per expression
+        return _judge(template, workload, policies, fleet, now)
 
 
 def _judge(

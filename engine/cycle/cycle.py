@@ -4,7 +4,8 @@ The steps, each in its own module:
  1. jobs       — managed bindings → pending, admitted (holding quota and capacity), backoff
  2. accounting — cluster free capacity (minus in-flight admissions) and queue usage
  3. screening  — jobs that cannot be considered (unknown demand, policy errors, bad queue),
-                 and jobs whose dependencies are unmet (not yet eligible: no turn, no place)
+                 and jobs whose dependencies are unmet (not yet eligible: no turn, no place);
+                 co-admission groups: members waiting for their group, or one unit per group
  4. order      — queue priority tiers, weighted fair share, FIFO within a queue
  5. quota      — guarantee, borrowing within limits, max on every ancestor
  6. placement  — candidate clusters, gang fit, scores; commit so later jobs see it
@@ -21,7 +22,16 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable
 from typing import Any
 
-from engine.cycle import dependencies, explain, preemption, ranking, vectors, victims
+from engine.cycle import (
+    dependencies,
+    explain,
+    groups,
+    groups_place,
+    preemption,
+    ranking,
+    vectors,
+    victims,
+)
 from engine.cycle.capacity import ClusterState
 from engine.cycle.jobs import (
     AdmittedJob,
@@ -32,7 +42,7 @@ from engine.cycle.jobs import (
     pod_key,
     read_job,
 )
-from engine.cycle.model import CycleResult, Decision
+from engine.cycle.model import CycleResult, Decision, GroupState
 from engine.cycle.order import QueueOrder
 from engine.cycle.placement import Placer
 from engine.cycle.quota import QuotaNode, QuotaTree
@@ -93,22 +103,28 @@ class Cycle:
         self.admitted_count: Counter[str] = Counter(
             j.mapped.queue for j in self.admitted if self.quota.node(j.mapped.queue)
         )
-        self.victims = victims.VictimIndex(self.admitted)
+        self.victims = victims.VictimIndex(groups.preemptible(self.admitted, snapshot))
         self.no_victims: set[tuple[Any, ...]] = set()
         self.searched: set[str] = set()  # queues that had their preemption search this cycle
         self.blocked: dict[str, PendingJob] = {}  # StrictFIFO leaf → its blocked head
         self.order: QueueOrder | None = None
+        self.units: dict[str, groups.Unit] = {}  # a group's representative → its unit
+        self.group_states: dict[str, GroupState] = {}  # binding ref → its group, for decisions
 
     def run(self) -> CycleResult:
         # 3. screening, and dependencies: a job not yet eligible takes no turn
         by_leaf: dict[str, list[PendingJob]] = defaultdict(list)
         verdicts = dependencies.check(self.pending, dependencies.Fleet(self.snapshot))
+        eligible = []
         for job in self.pending:
             problem = self._screen(job)
             if problem is not None:
                 self._decide(job, *problem)
             elif self._eligible(job, verdicts):
-                by_leaf[job.mapped.queue].append(job)
+                eligible.append(job)
+        # 3c. groups: members that wait for their group take no turn; a group takes one
+        for job in self._groups(eligible):
+            by_leaf[job.mapped.queue].append(job)
         # 4. order
         fair = self.policies.scheduling.fair_sharing
         self.order = QueueOrder(
@@ -120,8 +136,10 @@ class Cycle:
         strict = {name for name in by_leaf if self._strict(name)}
         while (pick := self.order.next()) is not None:
             leaf_name, job = pick
-            # 5.–7. quota, placement, preemption
-            admitted = self._consider(job, self.quota.nodes[leaf_name])
+            # 5.–7. quota, placement, preemption (a group: quota and placement, together)
+            leaf = self.quota.nodes[leaf_name]
+            unit = self.units.get(job.ref) if self.units else None
+            admitted = self._consider_group(unit, leaf) if unit else self._consider(job, leaf)
             if admitted or self.decisions[-1].reason in NEVER or leaf_name not in strict:
                 self.order.advance(leaf_name)
                 continue
@@ -138,6 +156,7 @@ class Cycle:
         decisions = [explain.for_backoff(b) for b in self.backoff] + self.decisions
         # every job in ``waiting`` has a decision: all of its queues are wanted
         decisions = explain.with_positions(decisions, waiting, every_queue=True)
+        decisions = groups.with_states(decisions, self.group_states)
         reports = explain.queue_reports(
             self.quota,
             self.order or QueueOrder(self.quota, {}, fair_sharing=False, resources=()),
@@ -178,6 +197,9 @@ class Cycle:
             self._decide(job, *problem)
         elif not self._eligible(job, None):
             pass
+        elif job.grouped and groups.key_of(job.workload, job.mapped):  # by the next full cycle
+            message = "a member of a group: decided with the group by the next full cycle"
+            self.decisions.append(explain.for_job(job, Reason.WAITING_FOR_GROUP, message))
         elif queue in self.blocked:
             self._block((job,), self.blocked[queue])
         else:
@@ -257,6 +279,33 @@ class Cycle:
         self._decide(job, placed.reason, message, cluster_reasons=placed.cluster_reasons)
         return False
 
+    def _groups(self, eligible: list[PendingJob]) -> list[PendingJob]:
+        """The jobs that take turns: ``eligible`` with each group's members replaced by one
+        representative (``groups.form``); members that cannot go yet get their decision."""
+        admit_on = self.policies.scheduling.gang.admit_on
+        formed = groups.form(eligible, self.pending, self.admitted, self.snapshot, admit_on)
+        if formed is None:
+            return eligible
+        for job, reason, message in formed.decisions:  # no position: they take no turn
+            self.decisions.append(explain.for_job(job, reason, message))
+        self.units, self.group_states = formed.units, formed.states
+        return formed.queued
+
+    def _consider_group(self, unit: groups.Unit, leaf: QuotaNode) -> bool:
+        gang = self.policies.scheduling.gang
+        outcome = groups_place.consider(
+            unit, leaf, self.quota, self.placer, self.clusters, gang.admit_on
+        )
+        for job, reason, message, extra in outcome.decisions:
+            self._decide(job, reason, message, **extra)
+        groups.settle(self.group_states, unit, outcome.state)
+        if not outcome.admitted:
+            return False
+        self.admitted_count[leaf.name] += len(outcome.admitted)
+        if self.order is not None:
+            self.order.usage_changed(leaf.name)
+        return True
+
     def _preempt(self, job: PendingJob, leaf: QuotaNode, why: str) -> bool:
         """Search victims for ``job``: at most once per queue per cycle, for the first job of
         the queue (in queue order) that has candidates — Kueue likewise tries one head per
@@ -313,7 +362,9 @@ class Cycle:
     def _block(self, jobs: Iterable[PendingJob], head: PendingJob) -> None:
         message = f"StrictFIFO queue {head.mapped.queue}: waits behind its head {head.workload_ref}"
         for job in jobs:
-            self._decide(job, Reason.BLOCKED_BY_HEAD, message)
+            unit = self.units.get(job.ref) if self.units else None
+            for member in unit.members if unit else (job,):
+                self._decide(member, Reason.BLOCKED_BY_HEAD, message)
 
     def _strict(self, leaf: str) -> bool:
         queue = self.policies.queue(leaf)

@@ -12,7 +12,8 @@ A predecessor is found by its template's namespace and name among the snapshot's
 binding, managed or not) and templates. Its state comes from its binding: Pending (no
 ``spec.clusters``, or no binding yet), Running (placed, some cluster not finished), Succeeded
 or Failed (every cluster it was placed on reports a terminal state; one failure makes it
-Failed), as ``engine.fleet.bindings.job_outcome`` reads each kind. A predecessor that is not in
+Failed), as ``engine.fleet.bindings.job_outcome`` reads each kind. A job the reconciler gave up
+(``fleetgate.io/gave-up``, after ``maxAttempts`` failures) is Failed. A predecessor that is not in
 the snapshot (never created, or deleted after it ended, by a TTL controller say) is not found:
 the job waits with ``DependencyNotFound`` until it appears or the reference is removed.
 
@@ -134,6 +135,8 @@ def _kinds(obj: ObjectRef | Workload) -> frozenset[str]:
 def state(job: _Job) -> str:
     """Pending, Running, Succeeded or Failed (see the module docstring)."""
     b = job.binding
+    if b is not None and not b.clusters and ann.GAVE_UP in b.annotations:
+        return FAILED  # the reconciler gave it up after maxAttempts: it never runs again
     if b is None or not b.clusters:
         return PENDING
     placed = {name for name, _ in b.clusters}

@@ -41,6 +41,7 @@ class JobCache:
         self.max_entries = max_entries
         self._evaluators: dict[str, tuple[MemoEvaluator, MemoEvaluator]] = {}
         self._dependencies: dict[str, MemoEvaluator | None] = {}
+        self._groups: dict[str, MemoEvaluator | None] = {}
         # id(binding) → the job and its PriorityClass value, for policy ``_pending_version``;
         # the job holds its binding (so the id is not reused) and workload, which must be the
         # very objects of the cycle
@@ -58,6 +59,11 @@ class JobCache:
         # id(binding) → (admitted job, its workload, policy version, PriorityClass value, now)
         self._admitted: dict[int, tuple[AdmittedJob, Workload, str, int, dt.datetime]] = {}
         self._admitted_version: str | None = None
+        # the admitted jobs ``quick_admitted`` returns: no cluster in flight, read from these
+        # workloads and PriorityClasses, at a ``now`` no later than ``_held_at``
+        self._held: dict[int, AdmittedJob] = {}
+        self._held_source: tuple[object, object] = (None, None)
+        self._held_at: dt.datetime | None = None
         self._first_seen: dict[str, dt.datetime] = {}  # binding uid (or ref) → first cycle time
 
     def evaluators(self, policies: PolicySet) -> tuple[MemoEvaluator, MemoEvaluator]:
@@ -69,6 +75,15 @@ class JobCache:
             found = (first, MemoEvaluator([e.program for e in rest], cel.MAPPING_VARS))
             self._evaluators = {policies.version: found}
         return found
+
+    def group_evaluator(self, policies: PolicySet) -> MemoEvaluator | None:
+        """``spec.groups`` name, size and min (None when not set), cached with the mapping."""
+        if policies.version not in self._groups:
+            g = policies.scheduling.groups
+            programs = [e.program for e in (g.name, g.size, g.min) if e is not None]
+            found = MemoEvaluator(programs, cel.MAPPING_VARS) if g.name is not None else None
+            self._groups = {policies.version: found}
+        return self._groups[policies.version]
 
     def dependency_evaluator(self, policies: PolicySet) -> MemoEvaluator | None:
         """``spec.dependencies.after`` and ``sameClusterAs`` (None when the policy sets
@@ -165,11 +180,41 @@ class JobCache:
         version: str,
         priority_value: int,
         now: dt.datetime,
+        snapshot: Snapshot | None = None,
     ) -> None:
+        """Keep ``job``; with the ``snapshot`` it was read from, ``quick_admitted`` returns it
+        too while no cluster of it is in flight."""
         if len(self._admitted) >= self.max_entries or version != self._admitted_version:
             self._admitted = {}  # bounded, and for the latest policy version only
             self._admitted_version = version
+            self._held = {}
         self._admitted[id(job.binding)] = (job, workload, version, priority_value, now)
+        if snapshot is None or job.in_flight:
+            self._held.pop(id(job.binding), None)
+            return
+        source = (snapshot.workloads, snapshot.priority_classes)
+        if source[0] is not self._held_source[0] or source[1] is not self._held_source[1]:
+            self._held, self._held_source = {}, source
+        self._held[id(job.binding)] = job
+        self._held_at = now if self._held_at is None else max(self._held_at, now)
+
+    def quick_admitted(
+        self, snapshot: Snapshot, version: str, now: dt.datetime
+    ) -> Mapping[int, AdmittedJob]:
+        """id(binding) → the admitted job ``admitted`` returns for it (check the binding): kept
+        from ``snapshot``'s very workloads and PriorityClasses (so the same workload and
+        PriorityClass value), for this policy version, with no cluster in flight, and ``now``
+        no earlier than when any of them was kept."""
+        workloads, classes = self._held_source
+        if (
+            workloads is not snapshot.workloads
+            or classes is not snapshot.priority_classes
+            or version != self._admitted_version
+            or self._held_at is None
+            or now < self._held_at
+        ):
+            return {}
+        return self._held
 
     def first_seen(self, binding: BindingView, now: dt.datetime) -> dt.datetime:
         """The ``now`` of the first cycle that read ``binding`` placed without saying when

@@ -27,6 +27,7 @@ from engine.policy import cel
 from engine.policy.model import AdmitOn, SchedulingPolicy
 from engine.policy.policyset import PolicySet
 from engine.resources import PODS, Resources
+from engine.workloads.hyperjob import NAME_LABEL as HJ
 from engine.workloads.model import Role, Workload
 from engine.workloads.names import qualified_name
 
@@ -52,6 +53,7 @@ class Mapped:
     # spec.dependencies of the SchedulingPolicy, when it sets them (see ``dependencies``)
     after: tuple[str, ...] = ()
     same_cluster_as: str = ""
+    group: tuple[str, int, int] | None = None  # spec.groups: (name, size, min), when named
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +72,7 @@ class PendingJob:
     workload_ref: str = ""  # Kind/namespace/name of the template, as decisions name it
     pod_key: tuple = ()  # ``pod_key(pods)``: what caches of fit answers are keyed by
     depends: bool = False  # it declares dependencies (``engine.cycle.dependencies``)
+    grouped: bool = False  # it may be in a co-admission group (``engine.cycle.groups``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +137,9 @@ def map_job(
         dependencies = cache.dependency_evaluator(policies)
         if dependencies is not None and not error:
             mapped = _with_dependencies(mapped, s, dependencies.evaluate(variables))
+        groups = cache.group_evaluator(policies)
+        if groups is not None and not mapped.error:
+            mapped = _with_group(mapped, s, groups.evaluate(variables))
     cache.put(key, mapped)
     return mapped
 
@@ -157,6 +163,20 @@ def _with_dependencies(mapped: Mapped, s: SchedulingPolicy, results: Sequence[An
         else:
             same = str(result)
     return replace(mapped, after=after, same_cluster_as=same)
+
+
+def _with_group(mapped: Mapped, s: SchedulingPolicy, results: Sequence[Any]) -> Mapped:
+    """``mapped`` with the group ``spec.groups`` names (``engine.cycle.groups``), if any;
+    size and min count only for a job the name puts in a group."""
+    g = s.groups
+    paths = [e.path for e in (g.name, g.size, g.min) if e is not None]
+    name, size, *minimum = results
+    if not _failed(name) and not str(name).strip():
+        return mapped
+    for path, result in zip(paths, results, strict=True):
+        if _failed(result):
+            return replace(mapped, error=f"{path}: {result}")
+    return replace(mapped, group=(str(name).strip(), int(size), int(minimum[0]) if minimum else 0))
 
 
 def _failed(result: Any) -> bool:
@@ -214,8 +234,11 @@ def classify(
     admitted: list[AdmittedJob] = []
     backoff: list[Backoff] = []
     quick = cache.quick(snapshot, policies.version)
+    held = cache.quick_admitted(snapshot, policies.version, now)
     for binding in snapshot.bindings:
         job: PendingJob | AdmittedJob | Backoff | None = quick.get(id(binding))
+        if job is None:
+            job = held.get(id(binding))
         if job is None or job.binding is not binding:
             job = read_job(snapshot, policies, cache, now, binding)
         if isinstance(job, PendingJob):
@@ -267,14 +290,15 @@ def read_job(
         if workload is None or mapped is None or len(binding.finished) >= len(binding.clusters):
             return None
         ttl = dt.timedelta(seconds=policies.scheduling.requeue.startup_timeout)
+        lag = dt.timedelta(seconds=policies.scheduling.requeue.cluster_status_lag)
         since = (
             ann.parse_time(binding.annotations.get(ann.ADMITTED_AT, ""))
             or binding.scheduled_at
             or cache.first_seen(binding, now)
         )
-        held = _admitted(binding, workload, mapped, since, now, ttl)
+        held = _admitted(binding, workload, mapped, since, now, ttl, lag)
         if priority_value is not None:
-            cache.keep_admitted(held, workload, policies.version, priority_value, now)
+            cache.keep_admitted(held, workload, policies.version, priority_value, now, snapshot)
         return held
     if until is not None and waits:
         return Backoff(binding, mapped, until)
@@ -313,7 +337,9 @@ def _pending(
     )
     problem: tuple[Reason, str] | None = None
     pods: tuple[PodGroup, ...] = ()
-    if workload is None:
+    if ann.GAVE_UP in binding.annotations:
+        problem = (Reason.GAVE_UP, binding.annotations[ann.GAVE_UP])
+    elif workload is None:
         issues = snapshot.issues_for(binding.ref)
         detail = issues[0].message if issues else "the template is not in the snapshot"
         problem = (Reason.UNKNOWN_DEMAND, detail)
@@ -342,6 +368,10 @@ def _pending(
         workload_ref=workload_ref(binding, workload),
         pod_key=pod_key(pods),
         depends=_depends(workload, mapped),
+        grouped=workload is not None
+        and (
+            mapped.group is not None or ann.GROUP in workload.annotations or HJ in workload.labels
+        ),
     )
 
 
@@ -365,10 +395,12 @@ def _admitted(
     admitted_at: dt.datetime,
     now: dt.datetime,
     ttl: dt.timedelta,
+    lag: dt.timedelta = dt.timedelta(0),
 ) -> AdmittedJob:
     """A placed job: it holds its pods on each of its clusters that has not finished, and a
-    cluster whose status does not show it applied yet is in flight (its room reserved) until
-    the startup timeout after ``admitted_at``."""
+    cluster whose Cluster status may not count its pods yet is in flight (its room reserved)
+    until the startup timeout after ``admitted_at``: its binding does not show it applied
+    there, or (``_settling``) fleetgate admitted it and it has not been running ``lag``."""
     groups = pod_groups(workload.roles)
     split = workload.resizable and len(groups) == 1 and any(n for _, n in binding.clusters)
     pods: dict[str, tuple[PodGroup, ...]] = {}
@@ -377,10 +409,26 @@ def _admitted(
             continue
         pods[name] = (PodGroup(groups[0].requests, replicas),) if split else groups
     usage = {name: vectors.total((g.requests, g.count) for g in gs) for name, gs in pods.items()}
+    settling = _settling(binding, now, lag)
     in_flight = frozenset(
-        name for name in pods if not binding.applied.get(name) and now < admitted_at + ttl
+        name
+        for name in pods
+        if now < admitted_at + ttl and (settling or not binding.applied.get(name))
     )
     demand = vectors.total((u, 1) for u in usage.values())
     return AdmittedJob(
         binding, mapped, admitted_at, usage, pods, in_flight, binding_ref(binding), demand
     )
+
+
+def _settling(binding: BindingView, now: dt.datetime, lag: dt.timedelta) -> bool:
+    """True while the pods of a job fleetgate admitted may be missing from its Cluster's
+    ``resourceSummary.allocated`` although Karmada shows the Work applied: its pods are not
+    bound yet (the reconciler has not seen it running: no ``running-since``), or they were
+    bound less than ``lag`` ago (the Cluster status is refreshed every status period). A job
+    placed by others, with no ``admitted-at``, counts as soon as it is applied."""
+    notes = binding.annotations
+    if ann.ADMITTED_AT not in notes:
+        return False
+    since = ann.parse_time(notes.get(ann.RUNNING_SINCE, ""))
+    return since is None or now < since + lag

@@ -17,6 +17,25 @@ class ClusterAssignment:
     replicas: int  # pods placed on the cluster (the whole gang for a one-cluster job)
 
 
+class GroupState(NamedTuple):
+    """The co-admission group a member belongs to, as the cycle left it (``cycle/groups.py``)."""
+
+    name: str  # HyperJob/namespace/name or group/namespace/name
+    size: int  # members it must have
+    min: int  # members that must be admitted at once
+    present: int  # members whose bindings exist
+    state: str  # Waiting, Invalid, Admitted, Running, Pending (considered, did not fit)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "size": self.size,
+            "min": self.min,
+            "present": self.present,
+            "state": self.state,
+        }
+
+
 class Decision(NamedTuple):
     """What the cycle decided for one job, and why. A named tuple: immutable, and built
     several times faster than a frozen dataclass (a cycle makes one per pending job)."""
@@ -35,6 +54,7 @@ class Decision(NamedTuple):
     cluster_reasons: tuple[tuple[str, str], ...] = ()
     victims: tuple[str, ...] = ()  # bindings a Preempting job waits for
     preemptor: str = ""  # the binding a Preempt decision makes room for
+    group: GroupState | None = None  # for a member of a co-admission group
 
     def with_position(self, position: int) -> Decision:
         """This decision with ``position`` (``_replace``, without its keyword handling)."""
@@ -58,6 +78,8 @@ class Decision(NamedTuple):
             out["victims"] = list(self.victims)
         if self.preemptor:
             out["preemptor"] = self.preemptor
+        if self.group is not None:
+            out["group"] = self.group.to_json()
         return out
 
 

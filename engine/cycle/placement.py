@@ -9,10 +9,11 @@ with a ``JobCache``, that cache, the CEL results and each job's projection are k
 cycles (``PlacementMemo``), the static part while the clusters' views are the same objects.
 
 A job that may not span clusters fits one cluster whole (totals and node shape). A splittable
-job (one pod shape, ``allowSplit``) goes whole to one cluster when one fits, else its pods are
-divided: greedily in score order (BinPack) or in proportion to room (Spread). The score
-(``engine.cycle.scoring``) is the sum of the weighted CEL scores plus the strategy's term; a
-score that fails on a cluster counts as 0 there and is named in the decision.
+job (one pod shape, ``allowSplit``) goes whole to one cluster when one fits (unless Spread is
+by region), else its pods are divided (``engine.cycle.division``): greedily in rank order
+(BinPack) or in proportion to room (Spread), per cluster or per region. Clusters are ranked
+(``engine.cycle.scoring``) by affinity group, cost, whether every CEL score succeeded, then
+the weighted CEL scores plus the strategy's term; a score that fails is named in the decision.
 """
 
 from __future__ import annotations
@@ -26,16 +27,19 @@ from engine import annotations as ann
 from engine.cycle import vectors
 from engine.cycle.capacity import ClusterState
 from engine.cycle.dependencies import pinned
+from engine.cycle.division import divide
 from engine.cycle.jobs import JobCache, PendingJob, PodGroup, pod_key
 from engine.cycle.jobvalues import JobValues
 from engine.cycle.placement_memo import MAX_STATIC, Candidates, PlacementMemo
+from engine.cycle.placevalues import PlacedJob, cluster_values, placed_job, reads_placed
+from engine.cycle.placevalues import cluster_region as region_of
 from engine.cycle.reasons import Reason
-from engine.cycle.scoring import cel_score, reverse, strategy_term, with_failed_scores
+from engine.cycle.scoring import CostRanking, cel_score, reverse, strategy_term, with_failed_scores
 from engine.fleet.affinity import untolerated
 from engine.fleet.model import PlacementView, Snapshot, affinity_allows
 from engine.policy import cel
 from engine.policy.access import MISSING_ROOT
-from engine.policy.model import PlacementStrategy
+from engine.policy.model import PlacementStrategy, SpreadBy
 from engine.policy.policyset import PolicySet
 
 Assignment = tuple[str, tuple[PodGroup, ...]]
@@ -65,6 +69,7 @@ class Placer:
         self.queue_values = queue_values
         placement = policies.scheduling.placement
         self.strategy = placement.strategy
+        self.spread_by = placement.spread_by
         self.filters = placement.filters
         self.scores = placement.scores
         kept = (
@@ -77,6 +82,9 @@ class Placer:
         self.cluster_projector = kept.cluster_projector
         self.reads_queue = kept.reads_queue
         self.reads_free = kept.reads_free
+        self.reads_placed = reads_placed(self.job_projector.paths)
+        self._placed: dict[str, PlacedJob] = {}  # binding ref → its placement ``job``
+        self.costs = CostRanking(placement.cost)
         self._job_roots = self.job_projector.roots
         self._cluster_keys: dict[str, tuple[int, Any, Mapping[str, Any]]] = {}
         self._static = kept.static_for(tuple(state.view for state in clusters.values()))
@@ -86,8 +94,20 @@ class Placer:
         self.pins: dict[str, tuple[tuple[str, ...], str]] = {}
 
     # --- candidates ----------------------------------------------------------------------------
+    def _job(self, job: PendingJob) -> Mapping[str, Any]:
+        """The CEL ``job``: with the binding's fields (``placevalues``) when they are read."""
+        if not self.reads_placed:
+            return job.values
+        found = self._placed.get(job.ref)
+        if found is None or found.values is not job.values:
+            found = placed_job(
+                job.values, job.binding.annotations, job.enqueued_at, self.now, self.clusters
+            )
+            self._placed[job.ref] = found
+        return found
+
     def job_variables(self, job: PendingJob) -> dict[str, Any]:
-        values: dict[str, Any] = {"job": job.values, "now": self.now}
+        values: dict[str, Any] = {"job": self._job(job), "now": self.now}
         if self.reads_queue:
             values["queue"] = self.queue_values(job.mapped.queue)
         return values
@@ -96,10 +116,10 @@ class Placer:
         """``self.job_projector.key(self.job_variables(job))``, with the ``job`` part kept on
         the job's values (``now`` and ``queue`` change between and within cycles)."""
         roots = self._job_roots
-        values = job.values
+        values = self._job(job)
         part = (
             values.part(self.job_projector)
-            if isinstance(values, JobValues)
+            if isinstance(values, JobValues | PlacedJob)
             else self.job_projector.part("job", values)
         )
         if roots == ("job",):
@@ -124,6 +144,7 @@ class Placer:
             resource.kind,
             exclusions,
             job_key,
+            self.costs.pays(job.demand),
         )
         if exclusions:  # whether an exclusion still holds depends on now
             static_key += (self.now,)
@@ -183,6 +204,7 @@ class Placer:
                     if result is not True:
                         rejected = f"filter {f.name} rejects it"
                         break
+                rejected = rejected or self.costs.excluded(view, job.demand)
                 if rejected:
                     reasons[name] = rejected
                 else:
@@ -241,7 +263,8 @@ class Placer:
             kept.versions = versions
         fitting = [i for i, fits in enumerate(kept.fits) if fits]
         variables = self.job_variables(job)
-        if fitting:
+        divided = splittable and len(pods) == 1
+        if fitting and not (divided and self.spread_by == SpreadBy.REGION):  # else: divide it
             scores = kept.scores
 
             def score(i: int) -> Any:
@@ -253,16 +276,18 @@ class Placer:
                 return found
 
             best = names[max(fitting, key=score)]
+            message = f"admitted to {best}{self.costs.said(self.clusters, ((best, pods),))}"
             if not kept.failed:
-                return PlaceResult(((best, pods),), None, f"admitted to {best}")
+                return PlaceResult(((best, pods),), None, message)
             said = {names[i]: kept.failed[names[i]] for i in fitting if names[i] in kept.failed}
-            return _scored(((best, pods),), f"admitted to {best}", said)
-        if splittable and len(pods) == 1:
+            return _scored(((best, pods),), message, said)
+        if divided:
             failed: dict[str, tuple[str, str]] = {}
             split = self._split(pods[0], candidates, job_key, variables, failed)
             if split:
                 where = ", ".join(f"{n}={g[0].count}" for n, g in split)
-                return _scored(split, f"split across {where}", failed)
+                said = f"split across {where}" if len(split) > 1 else f"admitted to {split[0][0]}"
+                return _scored(split, said + self.costs.said(self.clusters, split), failed)
         ever = False
         for name in candidates.names:
             state = self.clusters[name]
@@ -298,12 +323,14 @@ class Placer:
         variables: Mapping[str, Any],
         need: Mapping[str, int],
         failed: dict[str, tuple[str, str]] | None = None,
-    ) -> tuple[float, float, tuple[int, ...]]:
+    ) -> tuple[int, float, bool, float, tuple[int, ...]]:
+        """The rank (``scoring``): affinity group, cost, scores all ok, score, name."""
         results = self._cel(name, job_key, variables)[len(self.filters) :]
-        score = cel_score(self.scores, results, name, failed)
-        score += strategy_term(self.strategy, self.clusters[name], need)
-        # earlier affinity groups first; ties go to the alphabetically first cluster
-        return (-candidates.preference.get(name, 0), score, reverse(name))
+        ok, score = cel_score(self.scores, results, name, failed)
+        state = self.clusters[name]
+        score += strategy_term(self.strategy, state, need)
+        cost = self.costs.key(state.view, need)
+        return (-candidates.preference.get(name, 0), cost, ok, score, reverse(name))
 
     def _split(
         self,
@@ -322,21 +349,11 @@ class Placer:
             key=lambda n: self._score(n, candidates, job_key, variables, group.requests, failed),
             reverse=True,
         )
-        counts: dict[str, int] = {}
-        left = group.count
-        if self.strategy == PlacementStrategy.SPREAD:
-            total_room = sum(room.values())
-            for n in order:
-                counts[n] = min(room[n], group.count * room[n] // total_room)
-            left -= sum(counts.values())
-        for n in order:
-            extra = min(left, room[n] - counts.get(n, 0))
-            if extra > 0:
-                counts[n] = counts.get(n, 0) + extra
-                left -= extra
-        return tuple(
-            (n, (PodGroup(group.requests, counts[n]),)) for n in order if counts.get(n, 0) > 0
-        )
+        spread = self.strategy == PlacementStrategy.SPREAD
+        by_region = self.spread_by == SpreadBy.REGION
+        region = (lambda n: region_of(self.clusters[n].view)) if by_region else None
+        counts = divide(order, room, group.count, spread, region)
+        return tuple((n, (PodGroup(group.requests, counts[n]),)) for n in order if n in counts)
 
 
 class _Kind:
@@ -353,22 +370,6 @@ class _Kind:
         self.fits = [False] * len(states)
         self.scores: list[Any] = [None] * len(states)
         self.failed: dict[str, tuple[str, str]] = {}  # cluster → (score, why): its score failed
-
-
-def cluster_values(state: ClusterState) -> dict[str, Any]:
-    """The CEL ``cluster`` variable; ``free`` is the cycle's current free capacity."""
-    view = state.view
-    return {
-        "name": view.name,
-        "labels": dict(view.labels),
-        "provider": view.provider,
-        "region": view.region,
-        "zones": list(view.zones),
-        "allocatable": view.allocatable.to_floats(),
-        "free": {k: max(v, 0) / 1000 for k, v in state.free.items()},
-        "ready": view.ready,
-        "taints": [{"key": t.key, "value": t.value, "effect": t.effect} for t in view.taints],
-    }
 
 
 def _affinity_groups(placement: PlacementView | None) -> list[Any]:

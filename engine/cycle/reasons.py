@@ -31,6 +31,9 @@ class Reason(StrEnum):
     them to terminate."""
     BACKOFF = "Backoff"
     """The job was requeued after a failure and waits out its backoff."""
+    GAVE_UP = "GaveUp"
+    """The job failed ``requeue.maxAttempts`` times (``fleetgate.io/gave-up`` says how); it is
+    not admitted again until that annotation is removed."""
     UNKNOWN_DEMAND = "UnknownDemand"
     """The job's demand cannot be read from its template or its binding."""
     POLICY_EVAL_ERROR = "PolicyEvalError"
@@ -55,10 +58,19 @@ class Reason(StrEnum):
     WAITING_FOR_DEPENDENCY = "WaitingForDependency"
     """A job it depends on has not ended as required yet (or, for ``same-cluster-as``, has not
     been placed yet). It takes no turn in its queue and blocks no StrictFIFO queue."""
+    INVALID_GROUP = "InvalidGroup"
+    """The job's co-admission group cannot be formed as written: its members map to different
+    queues, disagree on its size, outnumber it, or a group annotation cannot be read."""
+    WAITING_FOR_GROUP = "WaitingForGroup"
+    """Not every member of the job's group exists yet (or enough of them cannot be considered
+    now). Like a job waiting for a dependency, it takes no turn in its queue."""
     EXCEEDS_MAX_QUOTA = "ExceedsMaxQuota"
     """The job alone needs more than its queue's (or an ancestor's) max: it can never fit."""
     GANG_TOO_LARGE = "GangTooLarge"
     """No cluster the job may use could hold its gang even when empty."""
+    GROUP_TOO_LARGE = "GroupTooLarge"
+    """The group's minimum could never fit at once, even on empty clusters: too few of its
+    members fit any cluster they may use (with spread, too few distinct clusters)."""
     BLOCKED_BY_HEAD = "BlockedByHead"
     """A StrictFIFO queue's head job does not fit, so the jobs behind it wait."""
     WAITING_FOR_QUOTA = "WaitingForQuota"
@@ -72,12 +84,15 @@ class Reason(StrEnum):
 
 NEVER = frozenset(
     {
+        Reason.GAVE_UP,
         Reason.UNKNOWN_DEMAND,
         Reason.INVALID_DEPENDENCY,
         Reason.DEPENDENCY_CYCLE,
         Reason.DEPENDENCY_FAILED,
         Reason.EXCEEDS_MAX_QUOTA,
         Reason.GANG_TOO_LARGE,
+        Reason.INVALID_GROUP,
+        Reason.GROUP_TOO_LARGE,
     }
 )
 """Reasons that make a decision Reject rather than Pending."""

@@ -1,23 +1,37 @@
-"""The score of a candidate cluster for a job, and what to say when a score expression fails.
+"""The rank of a candidate cluster for a job, and what to say when a score expression fails.
 
-The score is the sum of the weighted CEL scores of the SchedulingPolicy
-(``spec.placement.scores``) plus the strategy's term: BinPack prefers the cluster left fullest
-in the job's dominant resource, Spread the emptiest. A score that fails on a cluster, or gives
-no number, counts as 0 there: the job is still placed, and its decision names the score and
+Clusters are ranked, best first, by (1) the earliest group of the binding's ordered cluster
+affinities that allows them, (2) the cost when the policy has ``spec.placement.cost``, cheapest
+first, (3) whether every CEL score succeeded there, (4) the score: the sum of the weighted CEL
+scores (``spec.placement.scores``) plus the strategy's term (BinPack prefers the cluster left
+fullest in the job's dominant resource, Spread the emptiest), then (5) the name.
+
+A score that fails on a cluster, or gives no number, counts as 0 there and puts the cluster
+after every cluster (of the same affinity group and cost) where all scores succeeded: a broken
+score never makes a cluster win. The job is still placed, and its decision names the score and
 the clusters (``score NAME failed: ERROR`` among the cluster reasons, as a failing filter's
 ``filter NAME failed: ERROR``).
+
+The cost of a cluster is the price in its label ``cost.label`` times what the job asks of
+``cost.resource`` there (per job when no resource is named). A cluster without a well-formed
+price is, for a job that would pay for it, no candidate (``unpriced: Exclude``) or ranked after
+every priced one (``Last``).
 """
 
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Mapping, MutableMapping, Sequence
+from fractions import Fraction
 from typing import Any
 
 from engine.cycle.capacity import ClusterState
-from engine.errors import value_type
+from engine.errors import QuantityError, value_type
+from engine.fleet.model import ClusterView
 from engine.policy import cel
-from engine.policy.model import PlacementStrategy
+from engine.policy.model import Cost, PlacementStrategy, Unpriced
+from engine.quantity import parse_quantity
 
 
 def cel_score(
@@ -25,16 +39,19 @@ def cel_score(
     results: Sequence[Any],
     cluster: str,
     failed: MutableMapping[str, tuple[str, str]] | None,
-) -> float:
-    """The weighted sum of the ``results`` of ``scores`` on ``cluster``; the first score that
-    fails there is put in ``failed`` (when given): cluster → (score name, why)."""
-    total = 0.0
+) -> tuple[bool, float]:
+    """Whether every score succeeded on ``cluster``, and the weighted sum of the ``results``
+    of ``scores`` there (a failed one counts 0); the first score that fails is put in
+    ``failed`` (when given): cluster → (score name, why)."""
+    total, ok = 0.0, True
     for score, result in zip(scores, results, strict=False):
-        if isinstance(result, int | float):
+        if isinstance(result, int | float) and not isinstance(result, bool):
             total += score.weight * float(result)
-        elif failed is not None and cluster not in failed:
+            continue
+        ok = False
+        if failed is not None and cluster not in failed:
             failed[cluster] = (score.name, failure(score.name, result))
-    return total
+    return ok, total
 
 
 def failure(name: str, result: Any) -> str:
@@ -51,7 +68,77 @@ def with_failed_scores(message: str, failed: Mapping[str, tuple[str, str]]) -> s
     said = "; ".join(
         f"score {score} failed on {', '.join(names)}" for score, names in sorted(by_score.items())
     )
-    return f"{message}; {said} (counted as 0)" if said else message
+    return f"{message}; {said} (counted as 0), ranked last" if said else message
+
+
+class CostRanking:
+    """``spec.placement.cost`` over one cycle's clusters: prices read once per cluster view."""
+
+    __slots__ = ("_prices", "cost")
+
+    def __init__(self, cost: Cost | None) -> None:
+        self.cost = cost
+        self._prices: dict[str, tuple[ClusterView, Fraction | None, str]] = {}
+
+    def pays(self, need: Mapping[str, int]) -> bool:
+        """Whether a job needing ``need`` pays on a priced cluster (no cost policy: never)."""
+        c = self.cost
+        return c is not None and (c.resource is None or need.get(c.resource, 0) > 0)
+
+    def price(self, view: ClusterView) -> tuple[Fraction | None, str]:
+        """The cluster's price, or None and why it has none."""
+        kept = self._prices.get(view.name)
+        if kept is None or kept[0] is not view:
+            kept = (view, *_price(view, self.cost.label if self.cost else ""))
+            self._prices[view.name] = kept
+        return kept[1], kept[2]
+
+    def excluded(self, view: ClusterView, need: Mapping[str, int]) -> str:
+        """Why the cluster is no candidate for a job needing ``need`` (``""``: it is one)."""
+        if self.cost is None or self.cost.unpriced != Unpriced.EXCLUDE or not self.pays(need):
+            return ""
+        return self.price(view)[1]
+
+    def key(self, view: ClusterView, need: Mapping[str, int]) -> float:
+        """Higher is cheaper: minus the cost of placing pods needing ``need`` on the cluster."""
+        if not self.pays(need):
+            return 0.0
+        price = self.price(view)[0]
+        if price is None:
+            return -math.inf
+        c = self.cost
+        units = Fraction(need.get(c.resource, 0), 1000) if c and c.resource else 1
+        return -float(price * units)
+
+    def said(self, clusters: Mapping[str, ClusterState], placed: Sequence[Any]) -> str:
+        """`` at cost N`` for assignments (cluster name, pod groups), ``""`` without a cost
+        (no policy, or nothing to pay); `` at an unknown cost`` when an unpriced one pays."""
+        c = self.cost
+        total, paid = Fraction(0), False
+        for name, groups in placed if c is not None else ():
+            for group in groups:
+                need = group.requests
+                if not self.pays(need):
+                    continue
+                price = self.price(clusters[name].view)[0]
+                if price is None:
+                    return " at an unknown cost"
+                units = Fraction(need.get(c.resource, 0), 1000) if c.resource else 1
+                total, paid = total + price * units * group.count, True
+        return f" at cost {float(total):.6g}" if paid else ""
+
+
+def _price(view: ClusterView, label: str) -> tuple[Fraction | None, str]:
+    text = view.labels.get(label)
+    if text is None:
+        return None, f"no price: no label {label}"
+    try:
+        price = parse_quantity(text)
+    except QuantityError:
+        price = None
+    if price is None or price < 0:
+        return None, f"no price: label {label}={text!r} is not a number ≥ 0"
+    return price, ""
 
 
 def strategy_term(

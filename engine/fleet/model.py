@@ -7,7 +7,7 @@ Placement values and matching (``ClusterAffinity``, ``affinity_allows``, ``toler
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from fractions import Fraction
 
@@ -25,6 +25,7 @@ from engine.fleet.affinity import (
 )
 from engine.fleet.frozen import FrozenDict
 from engine.resources import Resources
+from engine.workloads.hyperjob import HyperJob
 from engine.workloads.model import Workload
 
 __all__ = [
@@ -236,6 +237,8 @@ class Snapshot:
     policies: tuple[PropagationView, ...]  # sorted by kind, namespace, name
     priority_classes: tuple[PriorityClassView, ...]  # sorted by name
     errors: tuple[SnapshotIssue, ...] = ()
+    # (namespace, name) → Volcano HyperJob: the size of its co-admission group (cycle/groups.py)
+    hyperjobs: FrozenDict[tuple[str, str], HyperJob] = field(default_factory=FrozenDict)
 
     def cluster(self, name: str) -> ClusterView | None:
         return next((c for c in self.clusters if c.name == name), None)

@@ -20,7 +20,9 @@ from engine.fleet.frozen import FrozenDict
 from engine.fleet.model import IssueCode, ObjectKey, Snapshot, SnapshotIssue
 from engine.fleet.priority import read_priority_class
 from engine.fleet.propagation import PERMANENT_ID_LABELS, read_policy
+from engine.fleet.readmemo import ReadMemo
 from engine.workloads.common import object_name
+from engine.workloads.hyperjob import HyperJob, is_hyperjob, read_hyperjob, read_split_count
 from engine.workloads.model import DemandError, Workload
 from engine.workloads.names import qualified_name
 from engine.workloads.registry import reader_for
@@ -34,21 +36,29 @@ FLEET_READERS: dict[tuple[str, str], Callable[[Mapping[str, Any]], Any]] = {
 }
 
 
-def build_snapshot(objects: Iterable[tuple[str, Mapping[str, Any]]]) -> Snapshot:
+def build_snapshot(
+    objects: Iterable[tuple[str, Mapping[str, Any]]], memo: ReadMemo | None = None
+) -> Snapshot:
+    """The snapshot of ``objects``; with ``memo`` (kept between builds), objects read by an
+    earlier build are not parsed again (``engine.fleet.readmemo``): the same result."""
     issues: list[SnapshotIssue] = []
     chosen = _deduplicate(flatten_lists(objects, issues), issues)
     read: dict[tuple[str, str], list[Any]] = {key: [] for key in FLEET_READERS}
     workloads: dict[ObjectKey, Workload] = {}
     broken: set[ObjectKey] = set()
     others: dict[ObjectKey, Mapping[str, Any]] = {}
+    hyperjobs: dict[tuple[str, str], HyperJob] = {}
     for source, obj in chosen:
         group_kind = (_group(obj), str(obj.get("kind", "")))
         reader = FLEET_READERS.get(group_kind) or reader_for(obj)
+        if reader is None and is_hyperjob(obj):
+            _read_hyperjob(source, obj, hyperjobs, issues)
+            continue
         if reader is None:
             others[_ref_key(obj)] = obj
             continue
         try:
-            value = reader(obj)
+            value = reader(obj) if memo is None else memo.read(reader, obj)
         except DemandError as err:
             issues.append(SnapshotIssue(source, describe(obj), err.path, err.message))
             broken.add(_ref_key(obj))
@@ -82,6 +92,8 @@ def build_snapshot(objects: Iterable[tuple[str, Mapping[str, Any]]]) -> Snapshot
             )
         else:
             workloads[key] = demand
+    if memo is not None:
+        memo.end_build()
     return Snapshot(
         clusters=tuple(sorted(read[("cluster.karmada.io", "Cluster")], key=lambda c: c.name)),
         bindings=tuple(sorted(bindings, key=lambda b: (b.namespace, b.name, b.kind))),
@@ -98,7 +110,26 @@ def build_snapshot(objects: Iterable[tuple[str, Mapping[str, Any]]]) -> Snapshot
         errors=tuple(
             sorted(set(issues), key=lambda i: (i.source, i.object, i.path, i.message, i.code))
         ),
+        hyperjobs=FrozenDict(hyperjobs),
     )
+
+
+def _read_hyperjob(
+    source: str,
+    obj: Mapping[str, Any],
+    into: dict[tuple[str, str], HyperJob],
+    issues: list[SnapshotIssue],
+) -> None:
+    """A Volcano HyperJob: not a job Karmada binds, but the size of its children's group."""
+    try:
+        found = read_hyperjob(obj)
+    except DemandError as err:
+        issues.append(SnapshotIssue(source, describe(obj), err.path, err.message))
+        partial = read_split_count(obj)  # its status may still give the group's size
+        if partial is not None:
+            into[(partial.namespace, partial.name)] = partial
+        return
+    into[(found.namespace, found.name)] = found
 
 
 def describe(obj: Mapping[str, Any]) -> str:
@@ -192,7 +223,8 @@ def _deduplicate(
         groups.setdefault((_group(obj), kind, namespace, name), []).append((source, obj))
     chosen = []
     for copies in groups.values():
-        copies.sort(key=_newest_first)
+        if len(copies) > 1:  # the key serializes each copy: only for actual duplicates
+            copies.sort(key=_newest_first)
         chosen.append(copies[0])
         for source, obj in copies[1:]:
             kept_source, kept = copies[0]

@@ -102,11 +102,11 @@ class Pod:
 
 def pods_of(spec: JobSpec) -> tuple[Pod, ...]:
     """The job's pods in binding order: group by group, index by index."""
-    return tuple(
-        Pod(spec.key, group.name, i, group.requests + {PODS: 1})
-        for group in spec.groups
-        for i in range(group.replicas)
-    )
+    pods: list[Pod] = []
+    for group in spec.groups:
+        requests = group.requests + {PODS: 1}  # one value for the group's identical pods
+        pods.extend(Pod(spec.key, group.name, i, requests) for i in range(group.replicas))
+    return tuple(pods)
 
 
 @dataclass(frozen=True, slots=True)

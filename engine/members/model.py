@@ -3,16 +3,22 @@
 Live, mutable state with a small API (see ``engine.members``); no I/O, no clock: every call that
 moves time takes ``now``. Everything is ordered (nodes in fleet-file order, jobs by submission,
 pods by group and index), so the same calls give the same bindings.
+
+Amounts are kept exact, as plain ints where whole (``Fraction(3) == 3``, with the same hash, and
+int arithmetic is many times faster), Fractions otherwise. What the status controller reads is
+kept up to date as pods bind and free: the free and unbound totals, each node's view and grade.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
 from engine.fleet.frozen import FrozenDict
+from engine.fleet.model import ResourceModel
+from engine.members.grades import node_grade
 from engine.members.jobs import (
     EventType,
     JobSpec,
@@ -24,10 +30,28 @@ from engine.members.jobs import (
     pods_of,
 )
 from engine.members.spec import ClusterSpec
-from engine.resources import Resources
+from engine.resources import PODS, Resources
 
 FAILED_REASON = "FaultInjected"
 SUCCEEDED_REASON = "Completed"
+
+Amount = int | Fraction
+Needs = tuple[tuple[str, Amount], ...]  # a pod's requests, as ``_exact`` amounts
+
+
+def _exact(value: Amount) -> Amount:
+    """``value`` as an int when whole, else the Fraction (equal either way)."""
+    return value.numerator if value.denominator == 1 else value
+
+
+def _needs(requests: Mapping[str, Fraction]) -> Needs:
+    return tuple((k, _exact(v)) for k, v in requests.items())
+
+
+def _add(total: dict[str, Amount], needs: Needs, sign: int) -> None:
+    for k, v in needs:
+        left = total.get(k, 0) + v if sign > 0 else total.get(k, 0) - v
+        total[k] = left if type(left) is int else _exact(left)
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,28 +65,41 @@ class NodeView:
 
 
 class _Node:
-    __slots__ = ("allocatable", "free", "labels", "name")
+    __slots__ = ("allocatable", "free", "grade", "labels", "name", "view")
 
     def __init__(self, name: str, allocatable: Resources, labels: FrozenDict[str, str]) -> None:
         self.name, self.allocatable, self.labels = name, allocatable, labels
-        self.free: dict[str, Fraction] = dict(allocatable)
+        self.free: dict[str, Amount] = {k: _exact(v) for k, v in allocatable.items()}
+        self.view: NodeView | None = None  # kept until ``free`` changes
+        self.grade: tuple[Sequence[ResourceModel], int] | None = None  # (models, grade), idem
 
-    def fits(self, requests: Mapping[str, Fraction]) -> bool:
+    def fits(self, needs: Needs) -> bool:
         free = self.free
-        return all(free.get(k, 0) >= v for k, v in requests.items())
+        for k, v in needs:  # noqa: SIM110 (a loop: twice as fast as all() of a generator)
+            if free.get(k, 0) < v:
+                return False
+        return True
 
-    def take(self, requests: Mapping[str, Fraction], sign: int = 1) -> None:
-        for k, v in requests.items():
-            self.free[k] -= sign * v
+    def take(self, needs: Needs, sign: int = 1) -> None:
+        _add(self.free, needs, -sign)
+        self.view = self.grade = None
+
+    def node_view(self) -> NodeView:
+        if self.view is None:
+            self.view = NodeView(self.name, self.allocatable, Resources(self.free), self.labels)
+        return self.view
 
 
 class _Job:
     __slots__ = (
+        "_pods",
         "binding",
+        "count",
+        "ends_at",
         "finished_at",
         "message",
+        "needs",
         "phase",
-        "pods",
         "reason",
         "seq",
         "spec",
@@ -73,29 +110,42 @@ class _Job:
 
     def __init__(self, spec: JobSpec, seq: int, now: dt.datetime) -> None:
         self.spec, self.seq, self.submitted_at = spec, seq, now
-        self.pods: tuple[Pod, ...] = pods_of(spec)
+        self._pods: tuple[Pod, ...] | None = None
+        needs: list[Needs] = []  # per pod, in ``pods_of`` order; one value per group
+        for group in spec.groups:
+            requests = {k: _exact(v) for k, v in group.requests.items() if v}
+            requests[PODS] = requests.get(PODS, 0) + 1  # as ``pods_of``: ``pods: 1`` more
+            needs.extend([tuple(requests.items())] * group.replicas)
+        self.needs: tuple[Needs, ...] = tuple(needs)
+        self.count = len(needs)
         self.binding: dict[int, _Node] = {}  # pod index → node
         self.phase = Phase.PENDING
         self.started_at: dt.datetime | None = None
         self.finished_at: dt.datetime | None = None
         self.reason = self.message = ""
         self.tried = -1  # the capacity generation of the last binding attempt that fell short
+        # when a started job ends (``submitted_at`` stands in before it starts)
+        self.ends_at: dt.datetime = now + spec.duration
+
+    @property
+    def pods(self) -> tuple[Pod, ...]:
+        if self._pods is None:
+            self._pods = pods_of(self.spec)
+        return self._pods
 
     @property
     def active(self) -> bool:
         return self.phase in (Phase.PENDING, Phase.RUNNING)
 
-    @property
-    def ends_at(self) -> dt.datetime:
-        """When a started job ends (``submitted_at`` stands in before it starts)."""
-        return (self.started_at or self.submitted_at) + self.spec.duration
+    def start(self, now: dt.datetime) -> None:
+        self.phase, self.started_at, self.ends_at = Phase.RUNNING, now, now + self.spec.duration
 
     def state(self) -> JobState:
         return JobState(
             key=self.spec.key,
             phase=self.phase,
             pods_bound=len(self.binding),
-            pods_total=len(self.pods),
+            pods_total=self.count,
             submitted_at=self.submitted_at,
             started_at=self.started_at,
             finished_at=self.finished_at,
@@ -118,8 +168,20 @@ class MemberCluster:
             for i in range(group.count)
         ]
         self._jobs: dict[str, _Job] = {}
+        # by submission too: the jobs ``step`` may bind or start (pending, or pods unbound)…
+        self._waiting: dict[str, _Job] = {}
+        self._running: dict[str, _Job] = {}  # … and those it may finish
         self._seq = 0
         self._generation = 0  # bumped whenever capacity is freed
+        self._free_total: dict[str, Amount] = {}  # the nodes' free amounts, summed
+        self._allocatable = Resources.sum(n.allocatable for n in self._nodes)
+        for node in self._nodes:
+            _add(self._free_total, _needs(node.allocatable), 1)
+        self._unbound: dict[str, Amount] = {}  # requests of the active jobs' unbound pods
+        self.changes = 0  # bumped whenever what ``allocated``/``allocating``/``nodes`` say moves
+        # models → grade by a node's free amounts (``allocatable_modelings``)
+        self._graded: tuple[Sequence[ResourceModel], dict[tuple[tuple[str, Amount], ...], int]]
+        self._graded = ((), {})
 
     # -- jobs ------------------------------------------------------------------------------
 
@@ -130,6 +192,10 @@ class MemberCluster:
         self._seq += 1
         entry = _Job(job, self._seq, now)
         self._jobs[job.key] = entry
+        self._waiting[job.key] = entry
+        for needs in entry.needs:
+            _add(self._unbound, needs, 1)
+        self.changes += 1
         return entry.state()
 
     def job_state(self, key: str) -> JobState | None:
@@ -146,7 +212,7 @@ class MemberCluster:
         job = self._job(key)
         if not job.active:
             return None
-        self._free(job)
+        self._retire(job)
         job.phase, job.finished_at = Phase.FAILED, now
         job.reason, job.message = FAILED_REASON, message or "failure injected"
         return MemberEvent(EventType.FAILED, self.name, key, now, job.reason, job.message)
@@ -156,7 +222,7 @@ class MemberCluster:
         job = self._jobs.pop(key, None)
         if job is None:
             return False
-        self._free(job)
+        self._retire(job)
         return True
 
     def set_ready(self, ready: bool, now: dt.datetime | None = None) -> None:
@@ -171,47 +237,69 @@ class MemberCluster:
         """Advance to ``now``: finish, bind, start; returns the transitions in order."""
         events: list[MemberEvent] = []
         # 1. finish the running jobs whose duration has passed, freeing their pods
-        done = [j for j in self._jobs.values() if j.phase is Phase.RUNNING and j.ends_at <= now]
+        done = [j for j in self._running.values() if j.ends_at <= now]
         for job in sorted(done, key=lambda j: (j.ends_at, j.seq)):
-            self._free(job)
+            self._retire(job)
             job.phase, job.finished_at, job.reason = Phase.SUCCEEDED, job.ends_at, SUCCEEDED_REASON
             job.message = f"ran for {job.spec.duration}"
             events.append(
                 MemberEvent(EventType.SUCCEEDED, self.name, job.spec.key, job.ends_at, job.reason)
             )
         # 2. bind what fits, oldest job first; 3. start the jobs with enough pods bound
-        for job in list(self._jobs.values()):
-            if job.active and len(job.binding) < len(job.pods) and job.tried != self._generation:
+        for job in list(self._waiting.values()):
+            if len(job.binding) < job.count and job.tried != self._generation:
                 self._bind(job)
             if job.phase is Phase.PENDING and len(job.binding) >= job.spec.needed:
-                job.phase, job.started_at = Phase.RUNNING, now
+                job.start(now)
+                self._running[job.spec.key] = job
                 events.append(MemberEvent(EventType.STARTED, self.name, job.spec.key, now))
+            if job.phase is not Phase.PENDING and len(job.binding) >= job.count:
+                del self._waiting[job.spec.key]
         return events
 
     def next_finish(self) -> dt.datetime | None:
         """When the next running job ends (for a discrete-event simulator), or None."""
-        ends = [j.ends_at for j in self._jobs.values() if j.phase is Phase.RUNNING]
+        ends = [j.ends_at for j in self._running.values()]
         return min(ends) if ends else None
 
     # -- what the status controller reads ---------------------------------------------------
 
     def nodes(self) -> tuple[NodeView, ...]:
-        return tuple(
-            NodeView(n.name, n.allocatable, Resources(n.free), n.labels) for n in self._nodes
-        )
+        return tuple(n.node_view() for n in self._nodes)
 
     def allocatable(self) -> Resources:
-        return Resources.sum(n.allocatable for n in self._nodes)
+        return self._allocatable
 
     def allocated(self) -> Resources:
         """Requests of the bound pods (``pods`` counts them)."""
-        return Resources.sum(
-            {k: v - n.free[k] for k, v in n.allocatable.items()} for n in self._nodes
-        )
+        free = self._free_total
+        return Resources({k: v - free.get(k, 0) for k, v in self._allocatable.items()})
 
     def allocating(self) -> Resources:
         """Requests of the pods not bound to a node yet (Karmada: pods without nodeName)."""
-        return Resources.sum(p.requests for p in self._unbound())
+        return Resources(self._unbound)
+
+    def allocatable_modelings(self, models: Sequence[ResourceModel]) -> tuple[tuple[int, int], ...]:
+        """``engine.members.grades.allocatable_modelings`` of the nodes' free amounts, for
+        ``models`` sorted by grade; each node's grade is kept until its free amounts change
+        (or another ``models`` object is asked for), and the grade of each set of free amounts
+        met before remembered: nodes go back to the same few states."""
+        counts = dict.fromkeys((m.grade for m in models), 0)
+        if not models:
+            return ()
+        if self._graded[0] is not models or len(self._graded[1]) > 10_000:
+            self._graded = (models, {})
+        graded = self._graded[1]
+        for node in self._nodes:
+            kept = node.grade
+            if kept is None or kept[0] is not models:
+                free = tuple(node.free.items())
+                grade = graded.get(free)
+                if grade is None:
+                    grade = graded[free] = node_grade(models, node.free)
+                kept = node.grade = (models, grade)
+            counts[kept[1]] += 1
+        return tuple(counts.items())
 
     def bindings(self, key: str) -> dict[str, str]:
         """Pod name → node name of one job's bound pods."""
@@ -226,20 +314,30 @@ class MemberCluster:
             raise MemberError(f"no job {key!r} on cluster {self.name}")
         return job
 
-    def _unbound(self) -> Iterator[Pod]:
-        for job in self._jobs.values():
-            if job.active:
-                yield from (p for i, p in enumerate(job.pods) if i not in job.binding)
+    def _unbound_pods(self, job: _Job) -> Iterator[int]:
+        return (i for i in range(job.count) if i not in job.binding)
+
+    def _take(self, node: _Node, needs: Needs, sign: int) -> None:
+        node.take(needs, sign)
+        self.changes += 1
+        _add(self._free_total, needs, -sign)
+        _add(self._unbound, needs, -sign)
 
     def _bind(self, job: _Job) -> None:
         placed: list[tuple[int, _Node]] = []
-        for i, pod in enumerate(job.pods):
-            if i in job.binding:
-                continue
-            node = next((n for n in self._nodes if n.fits(pod.requests)), None)
-            if node is not None:
-                node.take(pod.requests)
-                placed.append((i, node))
+        nodes, count = self._nodes, len(self._nodes)
+        # needs → the first node that may fit them: in one attempt free amounts only shrink,
+        # so the nodes an identical pod did not fit on are skipped (first-fit all the same)
+        first: dict[int, int] = {}
+        for i in self._unbound_pods(job):
+            needs = job.needs[i]
+            index = first.get(id(needs), 0)
+            while index < count and not nodes[index].fits(needs):
+                index += 1
+            first[id(needs)] = index
+            if index < count:
+                self._take(nodes[index], needs, 1)
+                placed.append((i, nodes[index]))
         gang_short = (
             job.spec.gang
             and job.phase is Phase.PENDING
@@ -247,15 +345,24 @@ class MemberCluster:
         )
         if gang_short:  # all-or-nothing: give every trial placement back
             for i, node in placed:
-                node.take(job.pods[i].requests, -1)
+                self._take(node, job.needs[i], -1)
             placed = []
         job.binding.update(placed)
-        if len(job.binding) < len(job.pods):
+        if len(job.binding) < job.count:
             job.tried = self._generation
 
-    def _free(self, job: _Job) -> None:
+    def _retire(self, job: _Job) -> None:
+        """The job stops holding anything: its unbound pods no longer wait (if it was
+        active), its bound pods are freed."""
+        self._waiting.pop(job.spec.key, None)
+        self._running.pop(job.spec.key, None)
+        self.changes += 1
+        if job.active:
+            for i in self._unbound_pods(job):
+                _add(self._unbound, job.needs[i], -1)
         for i, node in job.binding.items():
-            node.take(job.pods[i].requests, -1)
+            node.take(job.needs[i], -1)
+            _add(self._free_total, job.needs[i], 1)
         if job.binding:
             self._generation += 1
         job.binding = {}

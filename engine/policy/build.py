@@ -18,12 +18,14 @@ from engine.policy.celfields import JsonPath
 from engine.policy.model import (
     AdmissionPolicy,
     AdmitOn,
+    Cost,
     Dependencies,
     Enforcement,
     Expression,
     FailurePolicy,
     FairSharing,
     Gang,
+    Groups,
     NamedFilter,
     NamedScore,
     Origin,
@@ -34,7 +36,9 @@ from engine.policy.model import (
     ReclaimPolicy,
     Requeue,
     SchedulingPolicy,
+    SpreadBy,
     Strategy,
+    Unpriced,
     Validation,
     WithinQueuePreemption,
 )
@@ -124,6 +128,8 @@ class Builder:
         fair = spec.get("fairSharing") or {}
         self._unique_names(placement, "filters")
         self._unique_names(placement, "scores")
+        if "spreadBy" in placement and placement.get("strategy") != "Spread":
+            self.issue(("spec", "placement", "spreadBy"), "spreadBy needs strategy: Spread")
         requeue = self._requeue(spec.get("requeue") or {})
         if len(self.issues) != before:
             return None
@@ -156,6 +162,8 @@ class Builder:
                 filters,
                 scores,
                 PlacementStrategy(placement.get("strategy", PlacementStrategy.BIN_PACK)),
+                _cost(placement.get("cost")),
+                SpreadBy(placement.get("spreadBy", SpreadBy.CLUSTER)),
             ),
             requeue=requeue,
             scope=exprs[("spec", "scope")],
@@ -163,6 +171,11 @@ class Builder:
             dependencies=Dependencies(
                 exprs.get(("spec", "dependencies", "after")),
                 exprs.get(("spec", "dependencies", "sameClusterAs")),
+            ),
+            groups=Groups(
+                exprs.get(("spec", "groups", "name")),
+                exprs.get(("spec", "groups", "size")),
+                exprs.get(("spec", "groups", "min")),
             ),
         )
 
@@ -213,6 +226,9 @@ class Builder:
             cluster_not_ready_grace=parse_duration(
                 requeue.get("clusterNotReadyGrace", defaults.CLUSTER_NOT_READY_GRACE)
             ),
+            cluster_status_lag=parse_duration(
+                requeue.get("clusterStatusLag", defaults.CLUSTER_STATUS_LAG)
+            ),
         )
         if values.backoff_base > values.backoff_max:
             self.issue(
@@ -256,6 +272,12 @@ class Builder:
         if scalar.style == "|":
             return Position(start.line + line, scalar.indent + column)
         return None  # folded or multi-line flow scalars: the caret in the message locates it
+
+
+def _cost(raw: Mapping[str, Any] | None) -> Cost | None:
+    if raw is None:
+        return None
+    return Cost(raw["label"], raw.get("resource"), Unpriced(raw.get("unpriced", "Exclude")))
 
 
 def _amounts(raw: Mapping[str, Any] | None) -> dict[str, Fraction]:

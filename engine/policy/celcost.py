@@ -249,7 +249,19 @@ class _Coster:
         if name in MACROS:
             return self.comprehension(node, str(name), receiver, _args(node))
         args = [self.visit(a) for a in _args(node)]
+        if name == "split":
+            return self.split(name, receiver, args, _args(node))
         return self.call(name, [receiver, *args])
+
+    def split(self, name: Token, receiver: Result, args: list[Result], trees: list[Tree]) -> Result:
+        """``s.split(sep[, n])``: linear in ``s``; at most one item per character and a last
+        one, or at most ``n`` when it is a literal (the way to bound a comprehension over it)."""
+        cost, _ = self.call(name, [receiver, *args])
+        length = receiver[1].length()
+        items = length + 1
+        if len(trees) == 2 and (limit := _int_literal(trees[1])) is not None and limit >= 0:
+            items = min(items, limit)
+        return cost, Shape("list", items, _string(length))
 
     def _ident_arg(self, node: Tree) -> Result:
         name = node.children[0]
@@ -270,6 +282,13 @@ class _Coster:
             own *= _units(shapes[1].length(), REGEX_FACTOR)
         elif name in ("dyn", "has") and shapes:
             shape = shapes[0]
+        elif name in ("lowerAscii", "upperAscii", "trim") and shapes:
+            shape = _string(shapes[0].length())  # no longer than the string
+            own = _units(shape.size, STRING_FACTOR)
+        elif name == "join" and shapes:
+            items, sep = shapes[0], shapes[1].length() if len(shapes) > 1 else 0
+            shape = _string(items.elements() * (items.element().length() + sep))
+            own = _units(shape.size, STRING_FACTOR)
         elif name in ("string", "bytes") and shapes:
             shape = _string(shapes[0].length() if shapes[0].kind != "scalar" else 40)
             own = _units(shape.size, STRING_FACTOR)
@@ -333,6 +352,17 @@ class _Coster:
             key, value = _join(key, k), _join(value, v)
         cost = 1 + len(keys) + sum(c for c, _ in items)
         return cost, Shape("map", len(keys), key, value)
+
+
+def _int_literal(node: Tree) -> int | None:
+    node = _unwrap(node)
+    token = node.children[0] if node.data == "literal" and node.children else None
+    if isinstance(token, Token) and token.type == "INT_LIT":
+        try:
+            return int(token.value, 0)
+        except ValueError:
+            return None
+    return None
 
 
 def estimate(tree: Tree, variables: Mapping[str, CelType]) -> Estimate:

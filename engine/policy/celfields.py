@@ -38,6 +38,9 @@ FIELDS: Mapping[str, tuple[CelField, ...]] = {
         CelField(("placement", "scores", "*", "expression"), _PLACE, DOUBLE),
         CelField(("dependencies", "after"), _MAP, list_of(STRING)),
         CelField(("dependencies", "sameClusterAs"), _MAP, STRING),
+        CelField(("groups", "name"), _MAP, STRING),
+        CelField(("groups", "size"), _MAP, INT),
+        CelField(("groups", "min"), _MAP, INT),
         CelField(("scope",), cel.SCOPE_VARS, BOOL, defaults.SCOPE),
     ),
     "AdmissionPolicy": (

@@ -91,6 +91,10 @@ METHODS: dict[str, Overloads] = {
     "size": SIZED,
     **{m: [((STRING, STRING), BOOL)] for m in ("startsWith", "endsWith", "contains", "matches")},
     **{m: [((TIMESTAMP,), INT), ((TIMESTAMP, STRING), INT)] for m in TIMESTAMP_GETTERS},
+    # string extensions (celstrings): the bounded ones
+    "split": [((STRING, STRING), list_of(STRING)), ((STRING, STRING, INT), list_of(STRING))],
+    "join": [((list_of(STRING),), STRING), ((list_of(STRING), STRING), STRING)],
+    **{m: [((STRING,), STRING)] for m in ("lowerAscii", "upperAscii", "trim")},
 }
 for _m in ("getHours", "getMinutes", "getSeconds", "getMilliseconds"):
     METHODS[_m] = [((DURATION,), INT), *METHODS[_m]]  # durations take no time zone

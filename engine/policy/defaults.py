@@ -48,5 +48,6 @@ BACKOFF_BASE = "30s"
 BACKOFF_MAX = "30m"
 MAX_ATTEMPTS = 5
 CLUSTER_NOT_READY_GRACE = "5m"
+CLUSTER_STATUS_LAG = "20s"  # Karmada's --cluster-status-update-frequency (10s), twice
 
 MATCH_ALL = "true"

@@ -37,6 +37,20 @@ class PlacementStrategy(StrEnum):
     SPREAD = "Spread"
 
 
+class SpreadBy(StrEnum):
+    """What ``strategy: Spread`` divides a splittable job across."""
+
+    CLUSTER = "Cluster"
+    REGION = "Region"
+
+
+class Unpriced(StrEnum):
+    """What ``placement.cost`` does with a cluster that has no well-formed price."""
+
+    EXCLUDE = "Exclude"
+    LAST = "Last"
+
+
 class Enforcement(StrEnum):
     DENY = "Deny"
     WARN = "Warn"
@@ -117,10 +131,22 @@ class NamedScore:
 
 
 @dataclass(frozen=True, slots=True)
+class Cost:
+    """``spec.placement.cost``: the price per ``resource`` unit (per job when None) is the
+    Cluster label ``label``; clusters are ranked cheapest first."""
+
+    label: str
+    resource: str | None = None
+    unpriced: Unpriced = Unpriced.EXCLUDE
+
+
+@dataclass(frozen=True, slots=True)
 class Placement:
     filters: tuple[NamedFilter, ...]
     scores: tuple[NamedScore, ...]
     strategy: PlacementStrategy
+    cost: Cost | None = None
+    spread_by: SpreadBy = SpreadBy.CLUSTER
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +158,9 @@ class Requeue:
     backoff_max: float
     max_attempts: int
     cluster_not_ready_grace: float
+    # after a job is seen running (``fleetgate.io/running-since``), how long its room stays
+    # reserved until the Cluster's status counts its pods (Karmada's cluster status period)
+    cluster_status_lag: float = 20.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +170,16 @@ class Dependencies:
 
     after: Expression | None = None  # list(string) of references
     same_cluster_as: Expression | None = None  # string: a reference, "" for none
+
+
+@dataclass(frozen=True, slots=True)
+class Groups:
+    """``spec.groups``: CEL over the job naming its co-admission group, for templates without
+    the HyperJob label or ``fleetgate.io/group``. ``name`` None: not set."""
+
+    name: Expression | None = None  # string: the group in the job's namespace, "" for none
+    size: Expression | None = None  # int: its members
+    min: Expression | None = None  # int: admitted at once; 0 or None: the size
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,6 +195,7 @@ class SchedulingPolicy:
     scope: Expression
     origin: Origin | None  # None for the built-in default
     dependencies: Dependencies = Dependencies()
+    groups: Groups = Groups()
 
 
 @dataclass(frozen=True, slots=True)

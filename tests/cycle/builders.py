@@ -182,6 +182,8 @@ def job(spec: Mapping[str, Any]) -> tuple[BindingView, Workload]:
         annotations[ann.BACKOFF_UNTIL] = spec["backoffUntil"]
     if "attempts" in spec:
         annotations[ann.ATTEMPTS] = str(spec["attempts"])
+    if "gaveUp" in spec:  # the reconciler gave the job up after maxAttempts
+        annotations[ann.GAVE_UP] = spec["gaveUp"]
     binding = BindingView(
         namespace=namespace,
         name=f"{name}-{kind.lower()}",

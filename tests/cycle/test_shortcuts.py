@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from engine.cycle import explain, vectors
 from engine.cycle.cycle import Cycle
 from engine.cycle.jobs import JobCache, Mapped, PendingJob
-from engine.cycle.model import ClusterAssignment, Decision
+from engine.cycle.model import ClusterAssignment, Decision, GroupState
 from engine.cycle.order import QueueOrder
 from engine.cycle.quota import ROOT, QuotaNode, QuotaTree
 from engine.cycle.reasons import Action, Reason
@@ -231,6 +231,7 @@ def test_with_position_keeps_every_other_field() -> None:
         "cluster_reasons": (("west", "full"),),
         "victims": ("team/b",),
         "preemptor": "team/c",
+        "group": GroupState("group/team/g", 2, 2, 2, "Pending"),
     }
     # a new field must be copied by with_position too
     assert set(Decision._fields) == set(values)

@@ -333,3 +333,28 @@ def test_bad_limits_are_usage_errors(option, why):
     done: subprocess.CompletedProcess[str] = refused(["--insecure-http", *option])
     assert done.returncode == 2
     assert f"argument {option[0]}: {why}" in done.stderr
+
+
+class _Handed:
+    """A connection a worker hands back to the gate: only ``close`` matters here."""
+
+    closed = False
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_a_connection_handed_back_after_the_gate_stopped_is_closed_not_an_error() -> None:
+    """A worker finishing a kept-alive connection while the server stops hands it back to a
+    gate whose wake-up socket is already closed: the connection is closed, nothing raises
+    (it used to raise OSError: Bad file descriptor from the worker thread)."""
+    from webhook.slowclients import RequestGate
+
+    idle_server = type("IdleServer", (), {"timeout": 10.0, "request_timeout": 1.0})()
+    gate = RequestGate(server=idle_server)  # type: ignore[arg-type]  # no connection ever comes
+    gate.start()
+    gate.stop(timeout=5.0)
+    handed = _Handed()
+    gate.add(handed)  # type: ignore[arg-type]
+    assert handed.closed
+    gate.stop(timeout=1.0)  # stopping twice is harmless too

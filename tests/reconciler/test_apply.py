@@ -13,6 +13,8 @@ from engine import annotations as ann
 from engine.cycle.model import ClusterAssignment, Decision
 from engine.cycle.reasons import Action, Reason
 from reconciler.apply import Applier, ApplyError, Outcome
+from reconciler.lifecycle import Reclaim, Started, Trigger
+from reconciler.plan import PlanError
 from sandbox.errors import StatusError, status
 from sandbox.schema import load_schemas
 from sandbox.server import Sandbox
@@ -282,3 +284,62 @@ def test_other_errors_raise_naming_the_binding(
         applier.apply(ADMIT, read(custom))
     assert raised.value.binding == REF and raised.value.status == 500
     assert "clusters" not in read(custom)["spec"]
+
+
+def reclaim_of(attempts: int, max_attempts: int = 3) -> Reclaim:
+    later = NOW + dt.timedelta(minutes=20)
+    gave_up = attempts >= max_attempts
+    return Reclaim(
+        binding=REF,
+        trigger=Trigger.FAILED_ON_MEMBER,
+        clusters=("gpu-a",),
+        message="the job failed on gpu-a: OOMKilled",
+        attempts=attempts,
+        max_attempts=max_attempts,
+        backoff=dt.timedelta(0 if gave_up else 60),
+        backoff_until=None if gave_up else later + dt.timedelta(seconds=60),
+        excluded=(("gpu-a", later + dt.timedelta(minutes=30)),),
+        queued_at=later,
+    )
+
+
+def test_a_requeue_takes_the_job_off_its_clusters_with_backoff_and_an_event(
+    custom: kubernetes.client.CustomObjectsApi,
+    core: kubernetes.client.CoreV1Api,
+    applier: Applier,
+) -> None:
+    create(custom)
+    assert applier.apply(ADMIT, read(custom)) == Outcome.APPLIED
+    assert applier.transition(Started(REF, NOW, ("gpu-a",)), read(custom)) == Outcome.APPLIED
+    assert read(custom)["metadata"]["annotations"][ann.RUNNING_SINCE] == STAMP
+
+    assert applier.transition(reclaim_of(1), read(custom), "v3") == Outcome.APPLIED
+    requeued = read(custom)
+    assert "clusters" not in requeued["spec"]
+    assert requeued["spec"]["suspension"]["scheduling"] is True
+    notes = requeued["metadata"]["annotations"]
+    assert (notes[ann.ATTEMPTS], notes[ann.BACKOFF_UNTIL]) == ("1", "2026-03-10T09:31:00Z")
+    assert notes[ann.EXCLUDED_CLUSTERS] == "gpu-a=2026-03-10T10:00:00Z"
+    assert ann.ADMITTED_AT not in notes and ann.RUNNING_SINCE not in notes
+    scheduled = next(c for c in requeued["status"]["conditions"] if c["type"] == "Scheduled")
+    assert (scheduled["status"], scheduled["reason"]) == ("False", "FleetgateRequeued")
+    load_schemas().validate(requeued, "work.karmada.io")
+    assert [reason for _, reason, _ in events(core)] == ["Admitted", "Running", "Requeued"]
+    # level-triggered: the same transition on the new version writes nothing
+    assert applier.transition(reclaim_of(1), requeued) == Outcome.UNCHANGED
+
+
+def test_a_transition_on_a_stale_version_is_a_conflict(
+    custom: kubernetes.client.CustomObjectsApi, applier: Applier
+) -> None:
+    create(custom)
+    assert applier.apply(ADMIT, read(custom)) == Outcome.APPLIED
+    stale = read(custom)
+    custom.patch_namespaced_custom_object(
+        *WORK, NS, RB_PLURAL, "train-pytorchjob", {"metadata": {"labels": {"someone": "else"}}}
+    )
+    before = read(custom)
+    assert applier.transition(reclaim_of(3), stale) == Outcome.CONFLICT
+    assert read(custom) == before
+    with pytest.raises(PlanError, match="other/binding"):
+        applier.transition(Started("other/binding", NOW, ("gpu-a",)), before)

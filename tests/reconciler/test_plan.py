@@ -98,7 +98,11 @@ def test_admit_bind_mode_divides_replicas_for_a_resizable_kind() -> None:
 
 def test_a_scaled_up_binding_waiting_for_readmission_is_bound_again_in_place() -> None:
     binding = suspended("web-deployment", "Deployment", "apps/v1", clusters=[{"name": "a"}])
-    binding["metadata"]["annotations"] = {ann.READMIT: STAMP, ann.ADMITTED_TO: "a"}
+    binding["metadata"]["annotations"] = {
+        ann.READMIT: STAMP,
+        ann.ADMITTED_TO: "a",
+        ann.RUNNING_SINCE: STAMP,
+    }
     result = plan(admit(("a", 2), ("b", 2)), binding, Mode.BIND, NOW)
     assert result.patch is not None
     assert result.patch["spec"]["clusters"] == [
@@ -106,6 +110,8 @@ def test_a_scaled_up_binding_waiting_for_readmission_is_bound_again_in_place() -
         {"name": "b", "replicas": 2},
     ]
     assert result.patch["metadata"]["annotations"][ann.READMIT] is None
+    # the re-admission has a startup timeout of its own: the grown job must start again
+    assert result.patch["metadata"]["annotations"][ann.RUNNING_SINCE] is None
 
 
 def test_admit_release_mode_only_lifts_the_suspension() -> None:
@@ -155,13 +161,18 @@ def test_pending_writes_reason_and_position_then_nothing_while_they_hold() -> No
                     ann.POLICY_VERSION: "v7",
                 },
             }
-        }
+        },
+        # the first Pending decision written for the binding: it entered its queue
+        event=EventSpec(
+            "Normal", "Queued", "queued in q at position 2: WaitingForQuota: 8 gpu more needed"
+        ),
     )
     notes = {ann.PENDING: "WaitingForQuota: 8 gpu more needed", ann.QUEUE_POSITION: "2"}
     assert plan(wait, suspended(notes=notes), "bind", NOW, "v8") == Plan()
     moved = plan(wait.with_position(1), suspended(notes=notes), "bind", NOW)
     assert moved.patch is not None
     assert moved.patch["metadata"]["annotations"] == {ann.QUEUE_POSITION: "1"}
+    assert moved.event is None  # only the first Pending decision says Queued
 
 
 def test_preempting_names_its_nominated_cluster() -> None:

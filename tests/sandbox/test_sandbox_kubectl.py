@@ -1,7 +1,7 @@
 """kubectl against the sandbox: discovery, get, apply, describe, api-resources.
 
-Skipped when kubectl is not installed, except under CI=true, where it fails (.ci/run installs
-Debian's kubernetes-client).
+Skipped when kubectl is not installed, except under CI=true, where it fails (scripts/test-tools.sh
+installs Debian's kubernetes-client).
 """
 
 from __future__ import annotations

@@ -1,0 +1,259 @@
+"""The read-only HTTP API of ``fleetgate serve``: queues, jobs and decisions of the latest pass.
+
+``create_app(reconciler, metrics=None)`` returns a Flask app serving
+
+- ``GET /api/v1/queues`` and ``/api/v1/queues/NAME``: each queue's report (``dry-run -o json``'s
+  ``queues[]``) with its weight, priority and strategy from the policies;
+- ``GET /api/v1/jobs?queue=Q&state=S&limit=N&continue=T``: jobs sorted by binding, a page at a
+  time like a Kubernetes list (``metadata.continue``, ``remainingItemCount``);
+- ``GET /api/v1/jobs/NS/NAME``: one job (its binding's or its template's namespace/name): the
+  fields of ``dry-run -o json``'s decision, ``state``, and ``explanation`` (``--explain``'s text);
+- ``GET /metrics`` (``reconciler.metrics``), ``/healthz``, ``/readyz`` (the informers synced
+  and one pass ran).
+
+Everything comes from one pass (``reconciler.jobsview.PassView``, built on the first request
+after the pass). Errors are Kubernetes ``Status`` objects: 400 for a bad parameter, 404 for an
+unknown job or queue, 503 before the first pass; never a 500 for a user's mistake.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import threading
+from typing import TYPE_CHECKING, Any
+
+from flask import Flask, Response, request
+from werkzeug.exceptions import HTTPException
+
+from engine.annotations import format_time
+from engine.cycle.jobcache import JobCache
+from engine.cycle.model import CycleResult
+from engine.fleet.model import Snapshot
+from engine.policy.policyset import PolicySet
+from reconciler.jobsview import STATES, PassView, build_view
+from reconciler.metrics import CONTENT_TYPE, ReconcilerMetrics
+
+if TYPE_CHECKING:
+    from reconciler.loop import PassSummary, Reconciler
+
+API_VERSION = "fleetgate.io/v1alpha1"
+DEFAULT_LIMIT = 500
+MAX_LIMIT = 1000  # a larger ``limit`` is served as this many, as a Kubernetes server may do
+
+
+class ApiError(Exception):
+    def __init__(self, code: int, reason: str, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.code, self.reason, self.message, self.details = code, reason, message, details
+
+
+class LatestPass:
+    """The latest pass's result, snapshot and policies, taken together by an observer, and the
+    view of it (built once, on the first request that needs it)."""
+
+    def __init__(self, reconciler: Reconciler) -> None:
+        self._lock = threading.Lock()
+        self._cache = JobCache()  # the view's own: the reconciler's belongs to its thread
+        self._pass: tuple[CycleResult, Snapshot | None, PolicySet] | None = None
+        self._view: PassView | None = None
+        self.reconciler = reconciler
+        if reconciler.last_result is not None:
+            self._take(reconciler.last_result)
+        reconciler.observers.append(self.observe)
+
+    def observe(self, result: CycleResult, _summary: PassSummary) -> None:
+        self._take(result)
+
+    def _take(self, result: CycleResult) -> None:
+        taken = (result, self.reconciler.last_snapshot, self.reconciler.policies.current)
+        with self._lock:
+            self._pass, self._view = taken, None
+
+    @property
+    def ran(self) -> bool:
+        return self._pass is not None
+
+    @property
+    def policy_version(self) -> str:
+        taken = self._pass
+        return taken[0].policy_version if taken is not None else ""
+
+    def view(self) -> PassView:
+        with self._lock:
+            if self._pass is None:
+                raise ApiError(
+                    503,
+                    "ServiceUnavailable",
+                    "no reconciler pass has run yet on this replica (a follower runs none: "
+                    "the leader's API answers)",
+                )
+            if self._view is None:
+                self._view = build_view(*self._pass, self._cache)
+            return self._view
+
+
+def create_app(reconciler: Reconciler, metrics: ReconcilerMetrics | None = None) -> Flask:
+    """The read-only API over ``reconciler``'s passes; ``metrics`` (default: a new one) is
+    attached to it as an observer (once, when it already is)."""
+    metrics = (metrics or ReconcilerMetrics()).attach(reconciler)
+    latest = LatestPass(reconciler)
+    app = Flask("fleetgate.api")
+    app.config["fleetgate.metrics"] = metrics
+    app.config["fleetgate.latest"] = latest
+
+    @app.get("/api/v1/queues")
+    def queues() -> Response:
+        view = latest.view()
+        items = [view.queue_json(q) for q in view.result.queues]
+        return _json(
+            {"kind": "QueueList", "apiVersion": API_VERSION, **_meta(view), "items": items}
+        )
+
+    @app.get("/api/v1/queues/<name>")
+    def queue(name: str) -> Response:
+        view = latest.view()
+        report = view.queue(name)
+        if report is None:
+            raise _not_found("queue", name)
+        body = {"kind": "Queue", "apiVersion": API_VERSION, **_meta(view)}
+        return _json({**body, **view.queue_json(report)})
+
+    @app.get("/api/v1/jobs")
+    def jobs() -> Response:
+        view = latest.view()
+        queue_name = request.args.get("queue") or ""
+        state = request.args.get("state") or ""
+        limit = _limit(request.args.get("limit"))
+        if state and state not in STATES:
+            raise ApiError(400, "BadRequest", f"state {state!r} is not one of {', '.join(STATES)}")
+        if queue_name and view.queue(queue_name) is None:
+            raise _not_found("queue", queue_name)
+        after = _continue_from(request.args.get("continue"), queue_name, state)
+        queues = view.subtree(queue_name) if queue_name else None
+        matching = [
+            e
+            for e in view.jobs
+            if (queues is None or e.queue in queues) and (not state or e.state == state)
+        ]
+        start = next((i for i, e in enumerate(matching) if e.ref > after), len(matching))
+        page = matching[start : start + limit]
+        rest = len(matching) - start - len(page)
+        meta = _meta(view)
+        if rest:
+            meta["metadata"]["continue"] = _token(page[-1].ref, queue_name, state)
+            meta["metadata"]["remainingItemCount"] = rest
+        items = [e.item for e in page]
+        return _json({"kind": "JobList", "apiVersion": API_VERSION, **meta, "items": items})
+
+    @app.get("/api/v1/jobs/<namespace>/<name>")
+    def job(namespace: str, name: str) -> Response:
+        view = latest.view()
+        entry = view.find(namespace, name)
+        if entry is None:
+            raise _not_found("job", f"{namespace}/{name}")
+        body = {"kind": "Job", "apiVersion": API_VERSION, **_meta(view), **view.detail(entry)}
+        return _json(body)
+
+    @app.get("/metrics")
+    def metrics_text() -> Response:
+        return Response(metrics.exposition(), mimetype=None, content_type=CONTENT_TYPE)
+
+    @app.get("/healthz")
+    def healthz() -> Response:
+        return _text("ok", 200)
+
+    @app.get("/readyz")
+    def readyz() -> Response:
+        if not reconciler.wait_synced(0):
+            return _text("not ready: the informers have not listed every resource yet", 503)
+        if latest.ran:
+            return _text(f"ready: policy version {latest.policy_version}", 200)
+        gate = getattr(reconciler, "gate", None)
+        if gate is not None and not gate():
+            # a follower runs no pass; were it unready, a rolling update would wait forever
+            return _text("ok: a follower (no pass runs here until it leads)", 200)
+        return _text("not ready: no reconciler pass has run yet", 503)
+
+    @app.errorhandler(ApiError)
+    def api_error(error: ApiError) -> Response:
+        return _status(error.code, error.reason, error.message, error.details)
+
+    @app.errorhandler(HTTPException)
+    def http_error(error: HTTPException) -> Response:
+        code = error.code or 500
+        reason = {404: "NotFound", 405: "MethodNotAllowed"}.get(code, "BadRequest")
+        return _status(code, reason, error.description or error.name, {})
+
+    return app
+
+
+def _meta(view: PassView) -> dict[str, Any]:
+    result = view.result
+    return {
+        "metadata": {"policyVersion": result.policy_version, "decidedAt": format_time(result.now)}
+    }
+
+
+def _limit(text: str | None) -> int:
+    if text is None or text == "":
+        return DEFAULT_LIMIT
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ApiError(400, "BadRequest", f"limit must be a positive integer, not {text!r}")
+    return min(value, MAX_LIMIT)
+
+
+def _token(after: str, queue: str, state: str) -> str:
+    raw = json.dumps({"after": after, "queue": queue, "state": state}, separators=(",", ":"))
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def _continue_from(token: str | None, queue: str, state: str) -> str:
+    """The binding after which a continued list starts ('' for the first page)."""
+    if not token:
+        return ""
+    try:
+        decoded = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+        after, issued = str(decoded["after"]), (decoded["queue"], decoded["state"])
+    except (binascii.Error, ValueError, KeyError, TypeError):
+        raise ApiError(400, "BadRequest", "continue is not a token this API issued") from None
+    if issued != (queue, state):
+        raise ApiError(
+            400,
+            "BadRequest",
+            f"continue was issued for queue={issued[0]!r} state={issued[1]!r}; "
+            "repeat those parameters with it",
+        )
+    return after
+
+
+def _not_found(kind: str, name: str) -> ApiError:
+    return ApiError(404, "NotFound", f'{kind} "{name}" not found', name=name, kind=kind)
+
+
+def _status(code: int, reason: str, message: str, details: dict[str, Any]) -> Response:
+    body: dict[str, Any] = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code,
+    }
+    if details:
+        body["details"] = details
+    return _json(body, code)
+
+
+def _json(body: dict[str, Any], code: int = 200) -> Response:
+    return Response(json.dumps(body), status=code, mimetype="application/json")
+
+
+def _text(body: str, code: int) -> Response:
+    return Response(body + "\n", status=code, mimetype="text/plain")

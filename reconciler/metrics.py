@@ -1,0 +1,307 @@
+"""Prometheus metrics of the reconciler, named after Kueue's, in a registry of their own.
+
+``ReconcilerMetrics().attach(reconciler)`` registers an observer that the reconciler calls after
+each pass (``Reconciler.observers``). The gauges (jobs pending and admitted per queue, queue
+usage and quota) describe the latest pass and are read from one immutable state that each pass
+replaces whole, so a scrape never sees half a pass. The counters and histograms count
+transitions that a pass *wrote*: an admission or a preemption is counted when the Applier's
+outcome for it was ``Applied`` (``PassSummary.applied_to``), so a pass that decides the same
+thing again and finds it already written (``Unchanged``), a 409, a skipped binding or a replica
+that does not lead counts nothing, and every admission is counted exactly once.
+A job the lifecycle reclaims after a failure (``reconciler.lifecycle``) is counted as
+evicted the same way, from the write the loop records for it.
+
+Kueue's names, with ``fleetgate_`` for ``kueue_`` and ``queue`` for ``cluster_queue``:
+``kueue_pending_workloads`` → ``fleetgate_pending_jobs``, ``kueue_admitted_active_workloads`` →
+``fleetgate_admitted_active_jobs``, ``kueue_admitted_workloads_total``,
+``kueue_admission_wait_time_seconds``, ``kueue_cluster_queue_resource_usage``,
+``kueue_cluster_queue_nominal_quota`` (fleetgate's guarantee), ``kueue_preempted_workloads_total``,
+``kueue_evicted_workloads_total``, ``kueue_cluster_queue_weighted_share``. A pass (one cycle and
+its writes) is timed by ``fleetgate_reconcile_pass_duration_seconds``, Kueue's
+``kueue_admission_attempt_duration_seconds``. docs/observability.md lists them all.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+from collections import Counter as Tally
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from engine import annotations as ann
+from engine.cycle.jobcache import JobCache
+from engine.cycle.jobs import AdmittedJob, PendingJob, read_job
+from engine.cycle.model import CycleResult
+from engine.cycle.reasons import Action
+from engine.fleet.model import BindingView, Snapshot
+from engine.policy.policyset import PolicySet
+from reconciler.lifecycle import Trigger
+
+if TYPE_CHECKING:
+    from reconciler.loop import PassSummary, Reconciler
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+# Jobs wait seconds to days: 1 s doubling to 2^17 s (36 h); Kueue doubles from 1 s as well.
+WAIT_BUCKETS = tuple(float(2**i) for i in range(18))
+# A pass is milliseconds on a small fleet and about a second at 15,000 pending jobs.
+PASS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+PREEMPTED = "Preempted"  # the eviction reason of a preemption victim (Kueue's too)
+IN_QUEUE, RECLAIM = "InQueue", "Reclaim"  # why a job was preempted, from the preemptor's view
+TRIGGERS = frozenset(str(t) for t in Trigger)  # what the loop records for a lifecycle reclaim
+OUTCOMES = ("applied", "unchanged", "conflicts", "gone", "skipped", "errors")
+
+
+@dataclass(frozen=True, slots=True)
+class Gauges:
+    """What the latest pass left: the values every gauge reports until the next pass."""
+
+    pending: Mapping[tuple[str, str], int] = field(default_factory=dict)  # (queue, reason)
+    rejected: Mapping[tuple[str, str], int] = field(default_factory=dict)
+    admitted: Mapping[str, int] = field(default_factory=dict)  # queue → jobs (subtree)
+    usage: Mapping[tuple[str, str], float] = field(default_factory=dict)  # (queue, resource)
+    guarantee: Mapping[tuple[str, str], float] = field(default_factory=dict)
+    max: Mapping[tuple[str, str], float] = field(default_factory=dict)
+    share: Mapping[str, float] = field(default_factory=dict)
+    last_pass: float | None = None  # the pass's ``now``, Unix seconds
+
+
+class ReconcilerMetrics:
+    """The reconciler's metrics; every instance has its own registry (tests stay independent)."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.gauges = Gauges()
+        self.admissions = Counter(
+            "fleetgate_admitted_jobs",
+            "Jobs admitted (written to their binding), by queue.",
+            ["queue"],
+            registry=self.registry,
+        )
+        self.wait_time = Histogram(
+            "fleetgate_admission_wait_time_seconds",
+            "Time from a job's queued-at (fleetgate.io/queued-at, else its binding's creation) "
+            "to its admission, by queue.",
+            ["queue"],
+            buckets=WAIT_BUCKETS,
+            registry=self.registry,
+        )
+        self.pass_duration = Histogram(
+            "fleetgate_reconcile_pass_duration_seconds",
+            "Duration of one reconciler pass: snapshot, scheduling cycle and writes.",
+            buckets=PASS_BUCKETS,
+            registry=self.registry,
+        )
+        self.writes = Counter(
+            "fleetgate_reconcile_writes",
+            "Decisions and lifecycle steps by what the Applier answered "
+            "(applied, unchanged, conflicts, gone, skipped, errors).",
+            ["outcome"],
+            registry=self.registry,
+        )
+        self.preemptions = Counter(
+            "fleetgate_preempted_jobs",
+            "Jobs preempted (evicted for a waiting job), by the preempting job's queue and why "
+            "(InQueue: a lower priority in that queue; Reclaim: its own queue borrowed).",
+            ["preempting_queue", "reason"],
+            registry=self.registry,
+        )
+        self.evictions = Counter(
+            "fleetgate_evicted_jobs",
+            "Admitted jobs whose clusters were emptied, by their queue and reason (Preempted, "
+            "or the lifecycle trigger: FailedOnMember, Unhealthy, ClusterNotReady, "
+            "StartupTimeout).",
+            ["queue", "reason"],
+            registry=self.registry,
+        )
+        self.registry.register(_GaugeCollector(self))
+        self._attached: set[int] = set()
+        self._lock = threading.Lock()
+
+    def attach(self, reconciler: Reconciler) -> ReconcilerMetrics:
+        """Observe every later pass of ``reconciler`` (once, however often it is called)."""
+        with self._lock:
+            if id(reconciler) in self._attached:
+                return self
+            self._attached.add(id(reconciler))
+
+        def observer(result: CycleResult, summary: PassSummary) -> None:
+            self.observe(result, summary, reconciler.last_snapshot, reconciler.policies.current)
+
+        reconciler.observers.append(observer)
+        return self
+
+    def observe(
+        self,
+        result: CycleResult,
+        summary: PassSummary,
+        snapshot: Snapshot | None = None,
+        policies: PolicySet | None = None,
+    ) -> None:
+        """Record one pass: its result, what it wrote, and the snapshot it read with its
+        policies (the queued-at times of the jobs it admitted, the queues of the jobs the
+        lifecycle reclaimed; without them those are not recorded, or under queue "")."""
+        self.gauges = gauges_of(result)
+        self.pass_duration.observe(summary.seconds)
+        for outcome in OUTCOMES:
+            count = getattr(summary, outcome)
+            if count:
+                self.writes.labels(outcome).inc(count)
+        by_ref = {d.binding: d for d in result.decisions} if summary.applied_to else {}
+        written = [(by_ref.get(ref), what) for ref, what in summary.applied_to]
+        admitted = [d for d, what in written if d is not None and what == Action.ADMIT]
+        preempted = [d for d, what in written if d is not None and what == Action.PREEMPT]
+        bindings = _bindings(snapshot) if admitted and snapshot is not None else {}
+        for decision in admitted:
+            self.admissions.labels(decision.queue).inc()
+            queued = _queued_at(bindings.get(decision.binding))
+            if queued is not None:
+                waited = (result.now - queued).total_seconds()
+                self.wait_time.labels(decision.queue).observe(max(0.0, waited))
+        for victim in preempted:
+            preemptor = by_ref.get(victim.preemptor)
+            queue = preemptor.queue if preemptor is not None else ""
+            self.preemptions.labels(queue, IN_QUEUE if queue == victim.queue else RECLAIM).inc()
+            self.evicted(victim.queue, PREEMPTED)
+        reclaimed = [(ref, what) for ref, what in summary.applied_to if what in TRIGGERS]
+        if reclaimed:
+            queues = _queues_of([ref for ref, _ in reclaimed], result.now, snapshot, policies)
+            for ref, trigger in reclaimed:
+                self.evicted(queues.get(ref, ""), trigger)
+
+    def evicted(self, queue: str, reason: str) -> None:
+        """Count one admitted job of ``queue`` evicted for ``reason``. The loop's writes
+        (preemptions, the lifecycle's reclaims) are counted by :meth:`observe` already: this is
+        for evictions made elsewhere."""
+        self.evictions.labels(queue, reason).inc()
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+def gauges_of(result: CycleResult) -> Gauges:
+    pending: Tally[tuple[str, str]] = Tally()
+    rejected: Tally[tuple[str, str]] = Tally()
+    for d in result.decisions:
+        if d.action == Action.PENDING:
+            pending[d.queue, str(d.reason)] += 1
+        elif d.action == Action.REJECT:
+            rejected[d.queue, str(d.reason)] += 1
+    usage, guarantee, ceiling = {}, {}, {}
+    for q in result.queues:
+        for target, vec in ((usage, q.usage), (guarantee, q.guarantee), (ceiling, q.max)):
+            target.update({(q.name, r): milli / 1000 for r, milli in vec.items()})
+    return Gauges(
+        pending=dict(pending),
+        rejected=dict(rejected),
+        admitted={q.name: q.admitted for q in result.queues},
+        usage=usage,
+        guarantee=guarantee,
+        max=ceiling,
+        share={q.name: q.share for q in result.queues},
+        last_pass=result.now.timestamp(),
+    )
+
+
+def _bindings(snapshot: Snapshot) -> dict[str, BindingView]:
+    return {(f"{b.namespace}/{b.name}" if b.namespace else b.name): b for b in snapshot.bindings}
+
+
+def _queues_of(
+    refs: list[str], now: dt.datetime, snapshot: Snapshot | None, policies: PolicySet | None
+) -> dict[str, str]:
+    """The queues of admitted jobs (no decision names them): their mapping, evaluated again
+    for these few bindings."""
+    if snapshot is None or policies is None:
+        return {}
+    bindings = _bindings(snapshot)
+    cache = JobCache()
+    found: dict[str, str] = {}
+    for ref in refs:
+        binding = bindings.get(ref)
+        job = read_job(snapshot, policies, cache, now, binding) if binding is not None else None
+        if isinstance(job, AdmittedJob | PendingJob):
+            found[ref] = job.mapped.queue
+    return found
+
+
+def _queued_at(binding: BindingView | None) -> dt.datetime | None:
+    """When the job entered its queue, as the cycle orders it (``engine.cycle.jobs``)."""
+    if binding is None:
+        return None
+    return ann.parse_time(binding.annotations.get(ann.QUEUED_AT, "")) or binding.created_at
+
+
+class _GaugeCollector(Collector):
+    def __init__(self, metrics: ReconcilerMetrics) -> None:
+        self._metrics = metrics
+
+    def collect(self) -> Iterator[Metric]:
+        g = self._metrics.gauges  # one reference: every family comes from the same pass
+        yield _family(
+            "fleetgate_pending_jobs",
+            "Jobs waiting in their (leaf) queue after the latest pass, by the reason they wait.",
+            ["queue", "reason"],
+            g.pending,
+        )
+        yield _family(
+            "fleetgate_rejected_jobs",
+            "Jobs that cannot be admitted as written (Reject decisions) after the latest pass.",
+            ["queue", "reason"],
+            g.rejected,
+        )
+        yield _family(
+            "fleetgate_admitted_active_jobs",
+            "Jobs admitted and not finished in the queue's subtree after the latest pass.",
+            ["queue"],
+            {(k,): v for k, v in g.admitted.items()},
+        )
+        yield _family(
+            "fleetgate_queue_resource_usage",
+            "What the queue's subtree holds after the latest pass, in base units (cores, "
+            "bytes, devices, pods).",
+            ["queue", "resource"],
+            g.usage,
+        )
+        yield _family(
+            "fleetgate_queue_nominal_quota",
+            "The queue's guarantee (Kueue's nominal quota), in base units.",
+            ["queue", "resource"],
+            g.guarantee,
+        )
+        yield _family(
+            "fleetgate_queue_max_quota",
+            "The queue's max (ceiling, borrowing included), in base units; absent: no max.",
+            ["queue", "resource"],
+            g.max,
+        )
+        yield _family(
+            "fleetgate_queue_weighted_share",
+            "The queue's weighted dominant share of borrowed resources after the latest pass.",
+            ["queue"],
+            {(k,): v for k, v in g.share.items()},
+        )
+        last = GaugeMetricFamily(
+            "fleetgate_reconcile_last_pass_timestamp_seconds",
+            "The time (Unix seconds) the latest pass decided at; absent before the first.",
+        )
+        if g.last_pass is not None:
+            last.add_metric([], g.last_pass)
+        yield last
+
+
+def _family(
+    name: str, help_text: str, labels: list[str], values: Mapping[tuple[str, ...], float]
+) -> GaugeMetricFamily:
+    family = GaugeMetricFamily(name, help_text, labels=labels)
+    for key in sorted(values):
+        family.add_metric(list(key), values[key])
+    return family
+
+
+__all__ = ["CONTENT_TYPE", "Gauges", "ReconcilerMetrics", "gauges_of"]

@@ -1,0 +1,272 @@
+"""``fleetgate serve``: every part of the reconciler process, started in order and stopped in
+reverse order within a bound.
+
+Start: 1. the policies (a complete set must load) and their hot reload (watchfiles);
+2. the kubernetes client of ``--kubeconfig``/``--context``, its User-Agent naming the replica
+(``fleetgate-reconciler/<identity>``: the API server's audit log, and the sandbox's record of
+writes, tell replicas apart); 3. the reconciler (informers and the pass thread), gated by
+4. leader election on a Lease (only the leader runs passes and writes; followers keep their
+informers' caches warm and take over within one lease duration); 5. the HTTP API (the read API
+of :mod:`reconciler.api`, /metrics, the probes, and ``/leader``); 6. the
+admission webhook over HTTPS, when ``--webhook-port`` is given.
+
+Stop (SIGTERM, SIGINT): the webhook and the HTTP API stop accepting; the pass thread ends (a
+pass in flight finishes its current write); then, and only when no pass runs any more, the
+Lease is released so that a follower takes over at once; then the informers and the policy
+watcher stop. A stop that overruns ``--shutdown-timeout`` ends the process with exit status 1.
+
+Nothing needed to continue lives here: after a crash, the next leader reads every decision
+back from the bindings (annotations, ``spec.clusters``, status), so a job is never admitted
+twice nor forgotten (docs/reconciler.md, "Crash safety").
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import kubernetes
+from flask import Flask, Response
+
+from engine.errors import FleetgateError
+from engine.policy.reload import PolicyHolder, PolicyWatcher
+from reconciler.cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from reconciler.leader import LeaderElector, LeaseConfig
+from reconciler.loop import Reconciler
+from reconciler.writers import DEFAULT_WRITE_WORKERS
+
+log = logging.getLogger("fleetgate.reconciler.serve")
+USER_AGENT = "fleetgate-reconciler"
+MAX_WRITE_TIMEOUT = 30.0  # seconds
+
+
+class ServeError(FleetgateError):
+    """A part of ``fleetgate serve`` could not start; the message names it."""
+
+
+@dataclass
+class Serving:
+    """The running parts, for :func:`stop_all` (and tests that start them in-process)."""
+
+    holder: PolicyHolder
+    api: kubernetes.client.ApiClient
+    reconciler: Reconciler
+    elector: LeaderElector | None
+    watcher: PolicyWatcher | None = None
+    servers: list[Any] = field(default_factory=list)  # webhook.serve.WebhookServer
+    addresses: dict[str, str] = field(default_factory=dict)  # "api"/"webhook" → URL
+
+
+def default_identity() -> str:
+    return f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+
+
+def api_client(kubeconfig: Path, context: str | None, identity: str) -> kubernetes.client.ApiClient:
+    configuration = kubernetes.client.Configuration()
+    try:
+        kubernetes.config.load_kube_config(
+            config_file=str(kubeconfig), context=context, client_configuration=configuration
+        )
+    except (OSError, ValueError, TypeError, kubernetes.config.ConfigException) as error:
+        where = f"{kubeconfig}" + (f" (context {context})" if context else "")
+        raise ServeError(f"kubeconfig {where}: {error}") from error
+    client = kubernetes.client.ApiClient(configuration)
+    client.user_agent = f"{USER_AGENT}/{identity}"
+    return client
+
+
+def write_timeout(args: argparse.Namespace) -> float:
+    """Seconds a write may take. With leader election, no more than the margin between the
+    renew deadline and the lease duration: a leader that stops at its deadline has then given
+    up waiting on its last write before a follower may take over. (The API server may still
+    commit a request its client gave up on; Kubernetes has no fencing token, as with client-go.)"""
+    if not args.leader_elect:
+        return MAX_WRITE_TIMEOUT
+    return max(1.0, min(MAX_WRITE_TIMEOUT, args.lease_duration - args.renew_deadline))
+
+
+def start_all(args: argparse.Namespace, identity: str) -> Serving:
+    """Start every part (the module docstring's order); on failure, stop what started."""
+    holder = PolicyHolder.for_paths([args.policies])
+    if not holder.reload():
+        issues = "\n".join(str(issue) for issue in holder.status.errors)
+        raise ServeError(f"the policies in {args.policies} do not load:\n{issues}")
+    api = api_client(args.kubeconfig, args.context, identity)
+    elector: LeaderElector | None = None
+    if args.leader_elect:
+        config = LeaseConfig(
+            args.lease_name,
+            args.lease_namespace,
+            identity,
+            args.lease_duration,
+            args.renew_deadline,
+            args.retry_period,
+        )
+        elector = LeaderElector(api, config)
+    gate = elector.is_leader if elector is not None else None
+    reconciler = Reconciler(
+        api,
+        holder,
+        args.mode,
+        resync=args.resync,
+        gate=gate,
+        request_timeout=write_timeout(args),
+        write_workers=getattr(args, "write_workers", DEFAULT_WRITE_WORKERS),
+    )
+    serving = Serving(holder, api, reconciler, elector)
+    try:
+        serving.watcher = PolicyWatcher(holder, [args.policies])
+        serving.watcher.start()
+        reconciler.start()
+        if elector is not None:
+            elector.on_started = reconciler.wake
+            elector.start()
+        _serve_api(serving, args.host, args.port)
+        if args.webhook_port is not None:
+            _serve_webhook(serving, args.host, args.webhook_port, args.tls_cert, args.tls_key)
+    except (OSError, FleetgateError) as error:
+        stop_all(serving, 10.0)
+        raise ServeError(f"cannot start: {error}") from error
+    return serving
+
+
+def stop_all(serving: Serving, timeout: float) -> bool:
+    """Stop in reverse order within ``timeout``; True when the Lease (if held) was released or
+    no election ran."""
+    deadline = time.monotonic() + timeout
+
+    def left() -> float:
+        return max(0.1, deadline - time.monotonic())
+
+    for server in reversed(serving.servers):
+        with contextlib.suppress(FleetgateError):
+            server.stop(min(5.0, left()))
+    rec = serving.reconciler
+    rec.stop(left())  # the pass thread ends (after its current write), then the informers
+    released = True
+    if serving.elector is not None:
+        quiet = rec.idle(min(5.0, left()))
+        serving.elector.stop(release=quiet, timeout=min(5.0, left()))
+        if not quiet:
+            log.warning("a pass is still running: the lease is left to expire")
+            released = False
+    if serving.watcher is not None:
+        with contextlib.suppress(FleetgateError):
+            serving.watcher.stop(min(5.0, left()))
+    serving.api.close()
+    return released
+
+
+def _serve_api(serving: Serving, host: str, port: int) -> None:
+    from webhook.serve import WebhookServer
+
+    app = api_app(serving)
+    server = WebhookServer(app, host, port, threads=4)
+    server.start()
+    serving.servers.append(server)
+    bound_host, bound_port = server.address
+    serving.addresses["api"] = f"http://{bound_host}:{bound_port}"
+
+
+def _serve_webhook(
+    serving: Serving, host: str, port: int, cert: Path | None, key: Path | None
+) -> None:
+    from webhook.app import create_app
+    from webhook.serve import WebhookServer
+
+    if cert is None or key is None:
+        raise ServeError("--webhook-port needs --tls-cert and --tls-key")
+    server = WebhookServer(create_app(serving.holder), host, port, tls=(cert, key))
+    server.start()
+    serving.servers.append(server)
+    bound_host, bound_port = server.address
+    serving.addresses["webhook"] = f"https://{bound_host}:{bound_port}"
+
+
+def api_app(serving: Serving) -> Flask:
+    """The read API of :mod:`reconciler.api` (with /metrics and the probes), plus
+    ``/leader`` and any probe it does not answer itself."""
+    from reconciler.api import create_app
+
+    app = create_app(serving.reconciler)
+    taken = {rule.rule for rule in app.url_map.iter_rules()}
+    probes: dict[str, Callable[[], Response]] = {
+        "/healthz": lambda: _text(200, "ok"),
+        "/readyz": lambda: _ready(serving),
+        "/leader": lambda: _leader(serving),
+    }
+    for path, view in probes.items():
+        if path not in taken:
+            app.add_url_rule(path, path.strip("/"), view, methods=["GET"])
+    return app
+
+
+def _text(status: int, text: str) -> Response:
+    return Response(text + "\n", status=status, mimetype="text/plain")
+
+
+def _ready(serving: Serving) -> Response:
+    status = serving.holder.status
+    if not status.ready:
+        return _text(503, "not ready: no valid policy set is loaded")
+    if not serving.reconciler.wait_synced(0):
+        return _text(503, "not ready: the informers have not listed every resource yet")
+    return _text(200, f"ready: policy version {status.version}")
+
+
+def _leader(serving: Serving) -> Response:
+    elector = serving.elector
+    if elector is None:
+        return _text(200, "leader election off: this replica writes")
+    leading = elector.is_leader()
+    holder = elector.observed_holder or "none"
+    return _text(200, f"{'leader' if leading else 'follower'} {elector.config.identity}; "
+                 f"lease holder {holder}")  # fmt: skip
+
+
+def run(args: argparse.Namespace) -> int:
+    logging.basicConfig(
+        level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    if args.webhook_port is not None and (args.tls_cert is None or args.tls_key is None):
+        print("fleetgate serve: --webhook-port needs --tls-cert and --tls-key", file=sys.stderr)
+        return EXIT_USAGE
+    identity = args.identity or default_identity()
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    try:
+        serving = start_all(args, identity)
+    except FleetgateError as error:
+        print(f"fleetgate serve: {error}", file=sys.stderr)
+        return EXIT_FAILED
+    lines = [f"fleetgate serve: {identity} watching {serving.api.configuration.host}"]
+    lines += [f"  {what}: {url}" for what, url in serving.addresses.items()]
+    print("\n".join(lines), flush=True)
+    stop.wait()
+    log.info("stopping")
+    watchdog = threading.Timer(args.shutdown_timeout, _overran, (args.shutdown_timeout,))
+    watchdog.daemon = True
+    watchdog.start()
+    stop_all(serving, args.shutdown_timeout)
+    watchdog.cancel()
+    log.info("stopped")
+    return EXIT_OK
+
+
+def _overran(seconds: float) -> None:
+    log.error("the stop took more than %gs; exiting", seconds)
+    logging.shutdown()
+    os._exit(EXIT_FAILED)

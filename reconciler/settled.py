@@ -1,0 +1,75 @@
+"""Pending and Reject decisions a binding already carries, remembered between passes.
+
+Each pass decides again every job still waiting, and most decisions are what their binding
+already says: the Applier plans, finds nothing to write and answers UNCHANGED, for thousands of
+bindings every pass. ``Settled`` remembers, per binding, the resourceVersion, decision and
+policy version of the last such answer; the same decision on the same version is UNCHANGED
+again (``reconciler.plan`` writes a pending reason, position and nominated cluster only when
+they differ from the binding's, and reads nothing else: no clock), so no plan is made. Any
+other decision, or a new version of the binding, goes to the Applier as before. Only the
+entries of the latest pass are kept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+from engine.cycle.model import Decision
+from engine.cycle.reasons import Action
+from reconciler.apply import Outcome
+
+
+class Answer(Protocol):
+    """A write's end (``reconciler.loop``): its outcome, and the binding version written on."""
+
+    @property
+    def outcome(self) -> Outcome | None: ...
+
+    @property
+    def version(self) -> str: ...
+
+
+QUIET = frozenset({Action.PENDING, Action.REJECT})  # their plan reads no clock
+
+
+class Settled:
+    def __init__(self) -> None:
+        self._known: dict[str, tuple[str, Decision, str]] = {}
+
+    def split(
+        self,
+        decisions: Sequence[Decision],
+        policy_version: str,
+        version_of: Callable[[str], str | None],
+    ) -> tuple[list[Decision], int]:
+        """(the decisions to enforce, how many others are already written). ``version_of``:
+        the cached binding's resourceVersion, None when it must be enforced anyway (absent,
+        or dirty)."""
+        known, self._known = self._known, {}
+        send: list[Decision] = []
+        for decision in decisions:
+            entry = known.get(decision.binding)
+            if entry is not None and entry == (
+                version_of(decision.binding),
+                decision,
+                policy_version,
+            ):
+                self._known[decision.binding] = entry
+            else:
+                send.append(decision)
+        return send, len(decisions) - len(send)
+
+    def record(
+        self,
+        decisions: Sequence[Decision],
+        answers: Sequence[Answer],
+        policy_version: str,
+    ) -> None:
+        """The Applier's outcome, and the version it was given, for each of ``decisions``."""
+        for decision, answer in zip(decisions, answers, strict=True):
+            if answer.outcome == Outcome.UNCHANGED and decision.action in QUIET and answer.version:
+                self._known[decision.binding] = (answer.version, decision, policy_version)
+
+    def clear(self) -> None:
+        self._known = {}

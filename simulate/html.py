@@ -1,0 +1,361 @@
+"""``report.html``: the plots and the numbers of one or two runs, readable from disk.
+
+Every string that comes from a trace, a policy or a summary (queue, tenant, cluster and stage
+names, run labels, versions) is HTML-escaped. With two runs each number has a column per run and
+a Δ column: the first run minus the second (e.g. head − baseline).
+
+The one script only counts the plots that loaded: it sets ``data-plots-loaded`` on ``<body>``
+(``data-plots`` says how many there are) and shows a warning when a PNG is missing beside the
+page (e.g. report.html copied alone).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from html import escape
+from typing import Any
+
+from simulate.results import GPU, RunResult
+
+Getter = Callable[[dict[str, Any], str], Any]
+"""(summary, row key) → the cell's value, None when absent."""
+
+STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em; color: #222; max-width: 1400px; }
+h1 { margin-bottom: 0.2em; } h2 { margin-top: 1.6em; border-bottom: 1px solid #ddd; }
+figure { margin: 1.2em 0; } figure img { max-width: 100%; border: 1px solid #eee; }
+figcaption { color: #555; font-size: 0.9em; }
+table { border-collapse: collapse; margin: 0.6em 0 1.2em; font-size: 0.9em; }
+th, td { border: 1px solid #ddd; padding: 0.25em 0.6em; }
+th { background: #f4f4f4; } tbody th { text-align: left; }
+td { white-space: nowrap; } td.n { text-align: right; font-variant-numeric: tabular-nums; }
+td.d { text-align: right; color: #555; font-variant-numeric: tabular-nums; }
+.scroll { overflow-x: auto; } #missing-plots { color: #b00020; font-weight: bold; }
+"""
+
+SCRIPT = """
+window.addEventListener("load", function () {
+  var images = document.querySelectorAll("img.plot");
+  var loaded = 0;
+  images.forEach(function (image) {
+    if (image.complete && image.naturalWidth > 0) { loaded += 1; }
+  });
+  document.body.setAttribute("data-plots-loaded", String(loaded));
+  if (loaded < images.length) { document.getElementById("missing-plots").hidden = false; }
+});
+"""
+
+
+def number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def dig(value: Any, *path: str) -> Any:
+    for key in path:
+        if not isinstance(value, dict):
+            return None
+        value = value.get(key)
+    return value
+
+
+def duration(seconds: float, signed: bool = False) -> str:
+    sign = "+" if signed and seconds > 0 else ""
+    size = abs(seconds)
+    if size < 60:
+        return f"{sign}{seconds:.0f} s"
+    if size < 3600:
+        return f"{sign}{seconds / 60:.1f} min"
+    return f"{sign}{seconds / 3600:.2f} h"
+
+
+def percent(fraction: float, signed: bool = False) -> str:
+    if signed:
+        return f"{100 * fraction:+.1f} pp"
+    return f"{100 * fraction:.1f} %"
+
+
+def count(value: float, signed: bool = False) -> str:
+    return f"{value:+.0f}" if signed else f"{value:.0f}"
+
+
+def decimal(value: float, signed: bool = False) -> str:
+    return f"{value:+.2f}" if signed else f"{value:.2f}"
+
+
+def index(value: float, signed: bool = False) -> str:
+    return f"{value:+.3f}" if signed else f"{value:.3f}"
+
+
+@dataclass(frozen=True, slots=True)
+class Metric:
+    header: str
+    get: Getter
+    show: Callable[..., str]
+    diff: bool = True
+    """With two runs, whether a Δ column follows (not for names)."""
+
+
+def cells(metric: Metric, summaries: Sequence[dict[str, Any]], key: str) -> list[str]:
+    raw = [metric.get(summary, key) for summary in summaries]
+    out = [td(raw_value, metric.show) for raw_value in raw]
+    if len(summaries) == 2 and metric.diff:
+        a, b = number(raw[0]), number(raw[1])
+        delta = "—" if a is None or b is None else metric.show(a - b, signed=True)
+        if a is not None and b is not None and not any(d in delta for d in "123456789"):
+            delta = "0"  # "+0.0 pp", "-0 s": no difference at the precision shown
+        out.append(f'<td class="d">{escape(delta)}</td>')
+    return out
+
+
+def td(value: Any, show: Callable[..., str]) -> str:
+    if value is None:
+        return '<td class="n">—</td>'
+    numeric = number(value)
+    if numeric is None:
+        return f"<td>{escape(str(value))}</td>"
+    return f'<td class="n">{escape(show(numeric))}</td>'
+
+
+def headers(metrics: Sequence[Metric], labels: Sequence[str]) -> tuple[str, str]:
+    """Two header rows: metric names, then (with several runs) the run labels and Δ."""
+    if len(labels) == 1:
+        return "".join(f"<th>{escape(m.header)}</th>" for m in metrics), ""
+    names = [escape(label) for label in labels]
+    delta = "Δ" if len(labels) == 2 else None
+    top, second = [], []
+    for metric in metrics:
+        group = [*names, delta] if delta and metric.diff else names
+        top.append(f'<th colspan="{len(group)}">{escape(metric.header)}</th>')
+        second.extend(f"<th>{name}</th>" for name in group)
+    return "".join(top), "".join(second)
+
+
+def keyed_table(
+    caption: str,
+    key_header: str,
+    section: str,
+    metrics: Sequence[Metric],
+    runs: Sequence[RunResult],
+) -> str:
+    """One row per key of ``summary[section]`` over all runs, one column group per metric."""
+    summaries = [run.summary for run in runs]
+    keys = sorted({str(k) for s in summaries for k in (dig(s, section) or {})})
+    if not keys:
+        return f"<h3>{escape(caption)}</h3><p>None in this run.</p>"
+    top, second = headers(metrics, [run.label for run in runs])
+    rowspan = ' rowspan="2"' if second else ""
+    head = f"<tr><th{rowspan}>{escape(key_header)}</th>{top}</tr>"
+    if second:
+        head += f"<tr>{second}</tr>"
+    body = []
+    for key in keys:
+        row = [c for metric in metrics for c in cells(metric, summaries, key)]
+        body.append(f"<tr><th>{escape(key)}</th>{''.join(row)}</tr>")
+    return (
+        f'<h3>{escape(caption)}</h3><div class="scroll"><table><thead>{head}</thead>'
+        f"<tbody>{''.join(body)}</tbody></table></div>"
+    )
+
+
+def scalar_table(caption: str, rows: Sequence[Metric], runs: Sequence[RunResult]) -> str:
+    """One row per metric of the whole run that some run has; a column per run (and Δ with
+    two)."""
+    summaries = [run.summary for run in runs]
+    rows = [m for m in rows if any(m.get(summary, "") is not None for summary in summaries)]
+    if not rows:
+        return ""
+    labels = [escape(run.label) for run in runs]
+    if len(runs) == 2:
+        labels.append("Δ")
+    head = "<tr><th></th>" + "".join(f"<th>{label}</th>" for label in labels) + "</tr>"
+    body = [f"<tr><th>{escape(m.header)}</th>{''.join(cells(m, summaries, ''))}</tr>" for m in rows]
+    return (
+        f"<h3>{escape(caption)}</h3><table><thead>{head}</thead>"
+        f"<tbody>{''.join(body)}</tbody></table>"
+    )
+
+
+def field(section: str, *path: str) -> Getter:
+    return lambda summary, key: dig(summary, section, key, *path)
+
+
+def whole(*path: str) -> Getter:
+    return lambda summary, _key: dig(summary, *path)
+
+
+def weight_share(summary: dict[str, Any], key: str) -> float | None:
+    """The queue's weight over the sum of all queues' weights: its fair share of a full fleet."""
+    queues = dig(summary, "queues") or {}
+    weights = {q: number(dig(queues, q, "weight")) for q in queues}
+    total = sum(w for w in weights.values() if w is not None)
+    mine = weights.get(key)
+    return None if mine is None or total <= 0 else mine / total
+
+
+def percentiles(section: str, what: str) -> list[Metric]:
+    return [
+        Metric(f"{what} {p}", field(section, f"{what}_s", p), duration)
+        for p in ("p50", "p95", "p99", "max")
+    ]
+
+
+JOB_COUNTS = ("total", "finished", "succeeded", "failed", "gave_up", "pending", "running")
+JOB_EVENTS = ("rescheduled", "preemptions")
+
+
+def job_counters(runs: Sequence[RunResult]) -> list[str]:
+    """The documented job counters, then any other number the summaries have, by name."""
+    known = {*JOB_COUNTS, *JOB_EVENTS, "gpu_hours_lost"}
+    extra = {
+        str(key)
+        for run in runs
+        for key, value in (dig(run.summary, "jobs") or {}).items()
+        if key not in known and number(value) is not None
+    }
+    return [*JOB_COUNTS, *JOB_EVENTS, *sorted(extra)]
+
+
+def overview(runs: Sequence[RunResult]) -> str:
+    jobs = [
+        Metric(f"jobs {n.replace('_', ' ')}", whole("jobs", n), count) for n in job_counters(runs)
+    ]
+    jobs.append(Metric("GPU-hours lost", whole("jobs", "gpu_hours_lost"), decimal))
+    for what in ("wait", "completion"):
+        jobs.extend(
+            Metric(f"{what} {p} (all jobs)", whole("jobs", f"{what}_s", p), duration)
+            for p in ("p50", "p95", "p99", "max")
+        )
+    fleet = [
+        Metric("GPU utilisation (mean)", whole("gpu_utilisation_mean"), percent),
+        Metric("fragmented GPUs (mean)", whole("fragmentation_gpu_mean"), decimal),
+        Metric("simulated time", whole("until_s"), duration),
+        Metric("scheduling cycles", whole("cycles"), count),
+    ]
+    fairness = [
+        Metric("Jain's index, mean", whole("fairness", "jain_mean"), index),
+        Metric("Jain's index, min", whole("fairness", "jain_min"), index),
+        Metric("window", whole("fairness", "window_s"), duration),
+        Metric("windows", whole("fairness", "windows"), count),
+    ]
+    return "".join(
+        (
+            scalar_table("Jobs", jobs, runs),
+            scalar_table("Fleet", fleet, runs),
+            scalar_table("Fairness", fairness, runs),
+        )
+    )
+
+
+def queue_tables(runs: Sequence[RunResult]) -> str:
+    counts = [
+        Metric("tenant", field("queues", "tenant"), str, diff=False),
+        Metric("jobs", field("queues", "jobs"), count),
+        Metric("admitted", field("queues", "admitted"), count),
+    ]
+    share = [
+        Metric("weight", field("queues", "weight"), decimal),
+        Metric("weight share", weight_share, percent),
+        Metric("GPU share (mean while busy)", field("queues", "share_mean"), percent),
+        Metric("GPU guarantee", field("queues", "guarantee", GPU), decimal),
+    ]
+    return "".join(
+        (
+            keyed_table("Queues: jobs", "queue", "queues", counts, runs),
+            keyed_table("Queues: wait", "queue", "queues", percentiles("queues", "wait"), runs),
+            keyed_table(
+                "Queues: completion (submit to finish)",
+                "queue",
+                "queues",
+                percentiles("queues", "completion"),
+                runs,
+            ),
+            keyed_table("Queues: share vs weight", "queue", "queues", share, runs),
+        )
+    )
+
+
+def other_tables(runs: Sequence[RunResult]) -> str:
+    tenants = [
+        Metric("jobs", field("tenants", "jobs"), count),
+        Metric("admitted", field("tenants", "admitted"), count),
+        *percentiles("tenants", "wait")[:2],
+        Metric("GPU share (mean while busy)", field("tenants", "share_mean"), percent),
+    ]
+    clusters = [
+        Metric("GPU utilisation", field("clusters", "utilisation", GPU), percent),
+        Metric("CPU utilisation", field("clusters", "utilisation", "cpu"), percent),
+        Metric("memory utilisation", field("clusters", "utilisation", "memory"), percent),
+        Metric("fragmented GPUs (mean)", field("clusters", "fragmentation_gpu_mean"), decimal),
+    ]
+    stages = [Metric("jobs", field("stages", "jobs"), count), *percentiles("stages", "wait")]
+    parts = [
+        keyed_table("Tenants", "tenant", "tenants", tenants, runs),
+        keyed_table("Clusters (time-weighted means)", "cluster", "clusters", clusters, runs),
+    ]
+    if any(dig(run.summary, "stages") for run in runs):
+        parts.append(keyed_table("Pipeline stages", "stage", "stages", stages, runs))
+    return "".join(parts)
+
+
+def run_line(run: RunResult) -> str:
+    s = run.summary
+    facts = [
+        ("policy version", dig(s, "policy_version")),
+        ("seed", dig(s, "seed")),
+        ("simulated", None if number(dig(s, "until_s")) is None else duration(s["until_s"])),
+        ("wall time", None if number(dig(s, "wall_s")) is None else f"{s['wall_s']:.1f} s"),
+    ]
+    shown = ", ".join(f"{name} {escape(str(v))}" for name, v in facts if v is not None)
+    return f"<li><b>{escape(run.label)}</b>{': ' + shown if shown else ''}</li>"
+
+
+def difference_note(runs: Sequence[RunResult]) -> str:
+    if len(runs) != 2:
+        return ""
+    first, second = (f"<b>{escape(run.label)}</b>" for run in runs)
+    return f"<p>Δ = {first} − {second}; pp = percentage points; — = no value.</p>"
+
+
+def figures(images: Sequence[tuple[str, str]]) -> str:
+    out = []
+    for name, caption in images:
+        out.append(
+            f'<figure><img class="plot" src="{escape(name)}" alt="{escape(caption)}">'
+            f"<figcaption>{escape(caption)}</figcaption></figure>"
+        )
+    return "".join(out)
+
+
+def render(runs: Sequence[RunResult], images: Sequence[tuple[str, str]]) -> str:
+    """The page for ``runs`` whose plots are ``images``: (file name beside it, caption)."""
+    labels = " vs ".join(run.label for run in runs)
+    return f"""<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>fleetgate simulation: {escape(labels)}</title>
+<style>{STYLE}</style>
+</head>
+<body data-plots="{len(images)}">
+<h1>fleetgate simulation report</h1>
+<ul>{"".join(run_line(run) for run in runs)}</ul>
+<p id="missing-plots" hidden>Some plots did not load: keep the PNG files beside
+report.html.</p>
+<p>Files beside this page: summary.json (these numbers), jobs.csv (one row per job).
+Times are since the first submit of the trace.</p>
+<h2>Plots</h2>
+{figures(images)}
+<h2>Numbers</h2>
+{difference_note(runs)}
+{overview(runs)}
+{queue_tables(runs)}
+{other_tables(runs)}
+<script>{SCRIPT}</script>
+</body>
+</html>
+"""

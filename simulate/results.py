@@ -1,0 +1,88 @@
+"""What one simulated run produces: the contract between the simulation and the report.
+
+A run (one policy set, or the built-in baseline) gives a :class:`RunResult`; ``--compare`` gives
+two. :mod:`simulate.report` writes them out (``summary.json``, ``jobs.csv``, PNG plots,
+``report.html``); nothing here does I/O.
+
+Times are seconds since the start of the simulation (the first submit time of the trace).
+Resources are named as in Kubernetes (``cpu`` in cores, ``memory`` in bytes, ``nvidia.com/gpu``
+in devices); ``GPU`` below means the fleet's accelerator resource, :data:`GPU`.
+
+``summary`` (JSON-ready, written as ``summary.json``; one object per run)::
+
+    {
+      "label": "head",                      # "head", the --compare side's name, or "baseline"
+      "policy_version": "…", "seed": 1, "until_s": 604800.0, "wall_s": 12.3,
+      "jobs": {"total": N, "finished": n, "succeeded": n, "failed": n, "gave_up": n,
+               "pending": n, "running": n, "rescheduled": n, "preemptions": n,
+               "gpu_hours_lost": x},
+      "queues": {"q": {"tenant": "t", "weight": 1.0, "guarantee": {"nvidia.com/gpu": 8.0},
+                       "jobs": n, "admitted": n,
+                       "wait_s": {"p50": x, "p95": x, "p99": x, "max": x},
+                       "completion_s": {"p50": x, "p95": x, "p99": x, "max": x},
+                       "share_mean": x}},              # mean share of the fleet's GPU while busy
+      "tenants": {"t": {"jobs": n, "admitted": n, "wait_s": {…}, "share_mean": x}},
+      "clusters": {"c": {"utilisation": {"nvidia.com/gpu": x, "cpu": x},   # time-weighted mean
+                         "fragmentation_gpu_mean": x}},
+      "fairness": {"window_s": 3600.0, "jain_mean": x, "jain_min": x},
+      "stages": {"stage": {"jobs": n, "wait_s": {…}}}  # pipeline stages (label or annotation)
+    }
+
+Percentiles of an empty set are ``null``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+GPU = "nvidia.com/gpu"
+
+
+@dataclass(slots=True)
+class Series:
+    """Values sampled over simulated time; every list is as long as ``times``."""
+
+    times: list[float] = field(default_factory=list)
+    cluster_utilisation: dict[str, dict[str, list[float]]] = field(default_factory=dict)
+    """cluster → resource → fraction of allocatable in use, 0..1."""
+    cluster_fragmentation: dict[str, list[float]] = field(default_factory=dict)
+    """cluster → GPUs free but unusable by any waiting job (node shape, gang)."""
+    queue_usage: dict[str, dict[str, list[float]]] = field(default_factory=dict)
+    """queue → resource → amount admitted and not finished (devices, cores, bytes)."""
+    queue_guarantee: dict[str, dict[str, float]] = field(default_factory=dict)
+    """queue → resource → its guarantee (constant over a run)."""
+    fairness: list[float | None] = field(default_factory=list)
+    """Jain's index of the busy queues' weighted GPU shares over the window ending at each
+    time; None when fewer than two queues wanted GPUs in that window."""
+
+
+@dataclass(slots=True)
+class JobRecord:
+    """One job of the trace, as the run ended it (a row of ``jobs.csv``)."""
+
+    name: str
+    queue: str
+    tenant: str
+    kind: str
+    submitted: float
+    admitted: float | None  # the last admission (after requeues)
+    finished: float | None
+    state: str  # "succeeded" | "failed" | "gave_up" | "pending" | "running"
+    cluster: str | None
+    gpus: float
+    attempts: int = 0  # admissions that ended in a requeue (failure, preemption)
+    preemptions: int = 0
+    stage: str | None = None
+
+    @property
+    def wait(self) -> float | None:
+        return None if self.admitted is None else self.admitted - self.submitted
+
+
+@dataclass(slots=True)
+class RunResult:
+    label: str
+    summary: dict[str, Any]
+    series: Series
+    jobs: list[JobRecord]

@@ -1,0 +1,97 @@
+"""What a finished run reports: the summary (``simulate.results`` documents its shape), the
+per-stage waits of pipeline traces, and the fragmentation sample."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from engine.cycle.reasons import NEVER
+from simulate.metrics import fragmentation, percentiles, stages
+from simulate.results import GPU, JobRecord
+
+if TYPE_CHECKING:
+    from simulate.loop import Simulation
+
+
+def fragmentation_now(sim: Simulation) -> dict[str, float]:
+    shapes = {j.shape for j in sim.waiting.values() if j.gpus > 0}
+    chosen = sorted(shapes, key=lambda s: (sum(p * g for p, g, _, _ in s), s))[:32]
+    result = {}
+    for member in sim.members:
+        if not chosen or not member.ready:
+            result[member.name] = 0.0
+            continue
+        nodes = [
+            [
+                float(n.free.get_amount(GPU)),
+                float(n.free.get_amount("cpu")),
+                float(n.free.get_amount("memory")),
+            ]
+            for n in member.nodes()
+        ]
+        result[member.name] = fragmentation(nodes, chosen)
+    return result
+
+
+def stage_waits(sim: Simulation, records: list[JobRecord]) -> dict[str, dict[str, object]]:
+    """Per stage: the wait from submission, and from the moment the job's dependencies
+    were met (the last predecessor's end) to its admission."""
+    found = stages(records)
+    after: dict[str, list[float]] = {}
+    for job in sim.jobs:
+        if job.trace.stage and job.admitted_at is not None:
+            ends = [p.finished_at or 0.0 for p in sim.predecessors[id(job)]]
+            ready = max([job.trace.submit, *ends])
+            after.setdefault(job.trace.stage, []).append(max(0.0, job.admitted_at - ready))
+    for name, entry in found.items():
+        entry["wait_after_dependencies_s"] = percentiles(after.get(name, []))
+    return found
+
+
+def summarize(
+    sim: Simulation, records: list[JobRecord], end: float, wall: float
+) -> dict[str, object]:
+    count = {s: sum(1 for r in records if r.state == s) for s in
+             ("succeeded", "failed", "gave_up", "pending", "running")}  # fmt: skip
+    jobs = {
+        "total": len(records),
+        "finished": count["succeeded"] + count["failed"] + count["gave_up"],
+        **count,
+        "rejected": sum(1 for j in sim.jobs if j.state == "pending" and j.reason in NEVER),
+        "not_submitted": sum(1 for j in sim.jobs if j.state == "future"),
+        "peak_pending": sim.peak_pending,
+        "rescheduled": sum(1 for j in sim.jobs if j.admissions > 1),
+        "preemptions": sim.preemptions,
+        "failures": sim.failures,
+        "gpu_hours_lost": round(sim.lost_gpu_s / 3600, 3),
+        "wait_s": percentiles([w for r in records if (w := r.wait) is not None]),
+        "completion_s": percentiles(
+            [r.finished - r.submitted for r in records if r.state == "succeeded" and r.finished]
+        ),
+    }
+    measured = sim.metrics.summary(records, end)
+    clusters = measured["clusters"]
+    gpus = {m.name: sim.readers[m.name].allocatable.get_amount(GPU) for m in sim.members}
+    total = float(sum(gpus.values()))
+    return {
+        "label": sim.options.label,
+        "policy_version": sim.policies.version,
+        "seed": sim.options.seed,
+        "until_s": end,
+        "wall_s": round(wall, 3),
+        "cycles": sim.cycles,
+        "interval_s": sim.options.interval,
+        "jobs": jobs,
+        "gpu_utilisation_mean": round(
+            sum(float(gpus[n]) * c["utilisation"].get(GPU, 0.0) for n, c in clusters.items())
+            / total,
+            6,
+        )
+        if total
+        else None,
+        "fragmentation_gpu_mean": round(
+            sum(c["fragmentation_gpu_mean"] for c in clusters.values()), 3
+        ),
+        **measured,
+        "stages": stage_waits(sim, records),
+    }

@@ -1,0 +1,111 @@
+"""deploy/'s reconciler: the Deployment runs ``fleetgate serve`` with arguments its parser
+accepts, on the mounted policies and karmada-apiserver kubeconfig, with leader election on the
+Lease its Role grants; the RBAC on the karmada-apiserver is exactly what the reconciler
+touches (reads of every resource its informers watch, patches of bindings and their status,
+Events, one Lease). Rendered with ``kubectl kustomize`` and by hand
+(tests/webhook/test_deploy.py)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from reconciler.cli import add_parser
+from reconciler.resources import default_resources
+from tests.webhook.test_deploy import one, rendered
+
+__all__ = ["rendered"]  # the fixture, used by name
+
+NAME = "fleetgate-reconciler"
+READ = {"get", "list", "watch"}
+
+
+def serve_args(container: dict[str, Any]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="fleetgate", exit_on_error=False)
+    add_parser(parser.add_subparsers(dest="command", required=True))
+    return parser.parse_args(container["args"])
+
+
+def test_the_deployment_runs_serve_with_leader_election_on_its_mounts(rendered):
+    deployment = one(rendered["host"], "Deployment", NAME)
+    assert deployment["spec"]["replicas"] == 2
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["automountServiceAccountToken"] is False
+    account = one(rendered["host"], "ServiceAccount", NAME)
+    assert pod["serviceAccountName"] == account["metadata"]["name"]
+    assert account["automountServiceAccountToken"] is False
+    [container] = pod["containers"]
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    args = serve_args(container)
+    assert args.command == "serve" and args.leader_elect
+    assert args.identity == "$(POD_NAME)"
+    env = {e["name"]: e for e in container["env"]}
+    assert env["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert str(args.policies) == mounts["policies"]
+    config_map = one(rendered["host"], "ConfigMap")
+    assert volumes["policies"]["configMap"]["name"] == config_map["metadata"]["name"]
+    assert args.kubeconfig.parent.as_posix() == mounts["karmada-kubeconfig"]
+    assert volumes["karmada-kubeconfig"]["secret"]["secretName"] == f"{NAME}-kubeconfig"
+
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert ports["http"] == args.port
+    for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
+        assert container[probe]["httpGet"] == {"path": path, "port": "http"}
+    assert pod["terminationGracePeriodSeconds"] > args.shutdown_timeout
+
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    for kind in ("Service", "PodDisruptionBudget"):
+        selector = one(rendered["host"], kind, NAME)["spec"]["selector"]
+        assert selector.get("matchLabels", selector).items() <= labels.items()
+
+    # the Lease it elects on is the one its Role on the karmada-apiserver names
+    role = one(rendered["karmada"], "Role")
+    assert role["metadata"]["namespace"] == args.lease_namespace
+    names = {n for rule in role["rules"] for n in rule.get("resourceNames", [])}
+    assert names == {args.lease_name}
+
+
+def grants(rules: list[dict[str, Any]]) -> dict[tuple[str, str], set[str]]:
+    found: dict[tuple[str, str], set[str]] = {}
+    for rule in rules:
+        assert "*" not in rule["verbs"] and "*" not in rule["resources"], rule
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                found.setdefault((group, resource), set()).update(rule["verbs"])
+    return found
+
+
+def test_the_cluster_role_is_exactly_what_the_reconciler_touches(rendered):
+    role = one(rendered["karmada"], "ClusterRole", NAME)
+    expected = {(r.group, r.plural): set(READ) for r in default_resources()}
+    for plural in ("resourcebindings", "clusterresourcebindings"):
+        expected[("work.karmada.io", plural)].add("patch")
+        expected[("work.karmada.io", f"{plural}/status")] = {"patch"}
+    expected[("", "events")] = {"create"}
+    assert grants(role["rules"]) == expected
+
+
+def test_the_role_and_bindings_name_the_reconcilers_account(rendered):
+    account = one(rendered["karmada"], "ServiceAccount", NAME)
+    namespace = account["metadata"]["namespace"]
+    assert one(rendered["karmada"], "Namespace")["metadata"]["name"] == namespace
+    role = one(rendered["karmada"], "Role")
+    assert grants(role["rules"]) == {("coordination.k8s.io", "leases"): {"create", "get", "update"}}
+    subject = {"kind": "ServiceAccount", "name": NAME, "namespace": namespace}
+    for kind, role_kind, role_name in (
+        ("ClusterRoleBinding", "ClusterRole", NAME),
+        ("RoleBinding", "Role", role["metadata"]["name"]),
+    ):
+        binding = one(rendered["karmada"], kind)
+        assert binding["subjects"] == [subject]
+        assert binding["roleRef"] == {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": role_kind,
+            "name": role_name,
+        }
+    token = one(rendered["karmada"], "Secret")
+    assert token["type"] == "kubernetes.io/service-account-token"
+    assert token["metadata"]["annotations"]["kubernetes.io/service-account.name"] == NAME

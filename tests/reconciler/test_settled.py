@@ -1,0 +1,111 @@
+"""Pending decisions a binding already carries are not planned again (reconciler.settled):
+against the HTTPS sandbox with fleetgate's webhook and Karmada's controllers (test_loop's
+fixtures), and as values."""
+
+# ruff: noqa: F811 (test_loop's fixtures, imported, are parameters here)
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from engine.cycle.model import Decision
+from engine.cycle.reasons import Action, Reason
+from reconciler.apply import Outcome
+from reconciler.settled import Settled
+from tests.reconciler.conftest import time_limit
+from tests.reconciler.test_loop import (  # noqa: F401 (fixtures)
+    Clock,
+    caught_up,
+    clock,
+    custom,
+    fleet_world,
+    reconciler,
+    submit,
+)
+from tests.reconciler.test_writers import JOBS, submitted
+
+RB = ("work.karmada.io", "v1alpha2", "research", "resourcebindings")
+
+
+@pytest.fixture(autouse=True)
+def bounded() -> Iterator[None]:
+    with time_limit(60):
+        yield
+
+
+def counted_applies(rec: Any) -> list[str]:
+    calls: list[str] = []
+    apply = rec.applier.apply
+
+    def counting(decision: Decision, binding: Any, **options: Any) -> Outcome:
+        calls.append(decision.binding)
+        return apply(decision, binding, **options)
+
+    rec.applier.apply = counting
+    return calls
+
+
+def test_a_pending_reason_already_written_is_not_planned_again(custom, fleet_world, reconciler):
+    rec = reconciler
+    refs = submitted(custom, fleet_world, rec)
+    first = rec.run_once()
+    assert first.applied == JOBS, first
+    caught_up(rec, custom)
+    calls = counted_applies(rec)
+    second = rec.run_once()  # every binding says what its decision says: the Applier agrees
+    decided = sorted(d.binding for d in rec.last_result.decisions)
+    waiting = sorted(d.binding for d in rec.last_result.decisions if d.action == Action.PENDING)
+    assert waiting and set(decided) <= set(refs), decided
+    assert (second.unchanged, second.applied) == (len(decided), 0), second
+    assert sorted(calls) == decided
+
+    calls.clear()
+    third = rec.run_once()  # the same decisions on the same versions: no plan for the pending
+    assert (third.unchanged, third.applied) == (len(decided), 0), third
+    assert sorted(calls) == sorted(set(decided) - set(waiting))
+
+    # a new version of one waiting binding (someone labels it): that one is enforced again
+    name = waiting[0].split("/")[1]
+    custom.patch_namespaced_custom_object(*RB, name, {"metadata": {"labels": {"seen": "yes"}}})
+    caught_up(rec, custom)
+    calls.clear()
+    fourth = rec.run_once()
+    assert (fourth.unchanged, fourth.applied) == (len(decided), 0), fourth
+    assert sorted(calls) == sorted(set(decided) - set(waiting[1:]))
+
+
+@dataclass
+class Answer:
+    outcome: Outcome | None
+    version: str
+
+
+def pending(ref: str, position: int) -> Decision:
+    return Decision(
+        ref, f"PyTorchJob/{ref}", "q", "t", 0, Action.PENDING, Reason.WAITING_FOR_QUOTA, "m",
+        position=position,
+    )  # fmt: skip
+
+
+def test_only_an_unchanged_pending_decision_on_the_same_version_is_skipped():
+    settled = Settled()
+    a, b, c = pending("ns/a", 1), pending("ns/b", 2), pending("ns/c", 3)
+    versions = {"ns/a": "5", "ns/b": "7", "ns/c": "9"}
+    answers = [Answer(Outcome.UNCHANGED, "5"), Answer(Outcome.APPLIED, "7"), Answer(None, "9")]
+    settled.record([a, b, c], answers, "v1")
+    assert settled.split([a, b, c], "v1", versions.get) == ([b, c], 1)
+    # a moved in its queue, or a new binding version, or new policies: enforced again
+    assert settled.split([pending("ns/a", 2)], "v1", versions.get) == ([pending("ns/a", 2)], 0)
+    settled.record([a], [Answer(Outcome.UNCHANGED, "5")], "v1")
+    assert settled.split([a], "v1", {"ns/a": "6"}.get) == ([a], 0)
+    settled.record([a], [Answer(Outcome.UNCHANGED, "5")], "v1")
+    assert settled.split([a], "v2", versions.get) == ([a], 0)
+    settled.record([a], [Answer(Outcome.UNCHANGED, "5")], "v1")
+    assert settled.split([a], "v1", lambda _ref: None) == ([a], 0)  # dirty, or not cached
+    # an Admit the Applier found written is always planned again (its plan reads the clock)
+    admit = a._replace(action=Action.ADMIT, reason=Reason.ADMITTED)
+    settled.record([admit], [Answer(Outcome.UNCHANGED, "5")], "v1")
+    assert settled.split([admit], "v1", versions.get) == ([admit], 0)
