@@ -57,6 +57,14 @@ QUEUE_POSITION = "fleetgate.io/queue-position"
 """The 1-based place of a pending binding among its queue's pending jobs at the last decision
 written; absent when the decision gave none (a rejected job)."""
 
+ADMITTED_GROUP = "fleetgate.io/admitted-group"
+"""The co-admission group (``HyperJob/ns/name`` or ``group/ns/name``) the binding was admitted
+with; the reconciler keeps at least ``ADMITTED_GROUP_MIN`` of its members placed, or none
+(``reconciler.groupplan``). Written with the admission, removed when the binding leaves."""
+
+ADMITTED_GROUP_MIN = "fleetgate.io/admitted-group-min"
+"""The group's minimum (members placed at once) when the binding was admitted with it."""
+
 # On the job template (users write these; see docs/pipelines.md):
 
 AFTER = "fleetgate.io/after"

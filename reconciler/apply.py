@@ -25,6 +25,7 @@ from engine import annotations as ann
 from engine.cycle.model import Decision
 from engine.errors import FleetgateError
 from reconciler.events import event_body
+from reconciler.groupplan import GroupRollback, plan_rollback
 from reconciler.lifecycle import Confirm, Reclaim, Started
 from reconciler.plan import (
     Mode,
@@ -126,6 +127,18 @@ class Applier:
         now = self.clock()
         return self._send(
             binding, plan_transition(change, binding, self.mode, now, policy_version), now
+        )
+
+    def rollback(
+        self, change: GroupRollback, binding: Mapping[str, Any], policy_version: str = ""
+    ) -> Outcome:
+        """Take a member of a group placed below its minimum off its clusters
+        (``reconciler.groupplan``)."""
+        if change.binding != _ref(binding):
+            raise PlanError(f"rollback for {change.binding} applied to binding {_ref(binding)}")
+        now = self.clock()
+        return self._send(
+            binding, plan_rollback(change, binding, self.mode, now, policy_version), now
         )
 
     def _send(self, binding: Mapping[str, Any], writes: Plan, now: dt.datetime) -> Outcome:

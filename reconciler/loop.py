@@ -31,7 +31,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Protocol
 
@@ -48,10 +47,11 @@ from engine.fleet.readmemo import ReadMemo
 from engine.fleet.snapshot import build_snapshot
 from engine.gcpause import collector_paused
 from engine.policy.policyset import PolicySet
-from reconciler import lifecycle
+from reconciler import groupplan, lifecycle
 from reconciler.apply import GROUP, VERSION, Applier, Outcome, utc_now
 from reconciler.informer import Key
 from reconciler.informers import Informers
+from reconciler.passes import Attempt, PassSummary, Write, what_of
 from reconciler.resources import CLUSTER_RESOURCE_BINDINGS, RESOURCE_BINDINGS
 from reconciler.settled import Settled
 from reconciler.writers import DEFAULT_WRITE_WORKERS, WritePool, pool_size, widen_pool
@@ -65,45 +65,6 @@ ERROR_BACKOFF = (0.5, 30.0)  # seconds: first and largest wait after a failed pa
 class PolicySource(Protocol):
     @property
     def current(self) -> PolicySet: ...
-
-
-@dataclass(slots=True)
-class PassSummary:
-    """What one pass did: counts per outcome, and how long it took."""
-
-    policy_version: str = ""
-    decisions: int = 0
-    applied: int = 0
-    unchanged: int = 0
-    conflicts: int = 0
-    gone: int = 0
-    skipped: int = 0  # no cached binding, not managed, or dirty and still stale
-    errors: int = 0
-    requeued: int = 0  # of ``applied``: jobs reclaimed and requeued (reconciler.lifecycle)
-    gave_up: int = 0  # of ``applied``: jobs given up after requeue.maxAttempts
-    seconds: float = 0.0
-    # (binding ref, what) of each write that went through: a decision's action (Admit,
-    # Preempt, …) or a lifecycle step; observers count transitions from it, once each
-    applied_to: list[tuple[str, str]] = field(default_factory=list)
-
-    @property
-    def writes(self) -> int:
-        return self.applied
-
-
-# (binding ref, what is written: an action or a lifecycle step, the write on the cached binding)
-_Write = tuple[str, str, Callable[[Mapping[str, Any]], Outcome]]
-
-
-@dataclass(frozen=True, slots=True)
-class _Attempt:
-    """One write's end, from a writer thread; ``outcome`` None: skipped or ``failed``."""
-
-    ref: str
-    what: str
-    outcome: Outcome | None
-    version: str  # the resourceVersion written on (dirty on CONFLICT/GONE)
-    failed: bool = False
 
 
 class Reconciler:
@@ -241,8 +202,12 @@ class Reconciler:
             self.last_result = result
             self.last_snapshot = snapshot
             summary = PassSummary(result.policy_version, len(result.decisions))
-            self._transitions(changes, result, summary)
-            enforced = [d for d in result.decisions if d.binding not in changes.reclaimed]
+            # a group placed below its minimum leaves whole (reconciler.groupplan)
+            back = groupplan.rollbacks(snapshot, changes.reclaimed, result.decisions)
+            skip = changes.reclaimed | {r.binding for r in back}
+            self._transitions(changes, result, summary, skip)
+            self._write_all([self._roll_back(r, result.policy_version) for r in back], summary)
+            enforced = [d for d in result.decisions if d.binding not in skip]
             summary.skipped += len(result.decisions) - len(enforced)
             send, settled = enforced, 0
             if self.gate is None or self.gate():
@@ -258,17 +223,21 @@ class Reconciler:
             return summary
 
     def _transitions(
-        self, changes: lifecycle.Review, result: CycleResult, summary: PassSummary
+        self,
+        changes: lifecycle.Review,
+        result: CycleResult,
+        summary: PassSummary,
+        leaving: frozenset[str] = frozenset(),
     ) -> None:
         """Started, requeued and given-up jobs, before the cycle's decisions: a reclaimed job
         must leave before its room is given to another, and a job that started is recorded
         unless the cycle decided something about it (a preemption victim) this pass."""
-        decided = (d.binding for d in result.decisions)
-        found = list(changes.transitions(decided))
-        writes: list[_Write] = [
+        decided = [d.binding for d in result.decisions]
+        found = list(changes.transitions([*decided, *leaving]))
+        writes: list[Write] = [
             (
                 change.binding,
-                _what(change),
+                what_of(change),
                 lambda b, c=change: self.applier.transition(c, b, result.policy_version),
             )
             for change in found
@@ -280,14 +249,18 @@ class Reconciler:
                 else:
                     summary.requeued += 1
 
-    def _enforce(self, decision: Decision, policy_version: str) -> _Write:
+    def _roll_back(self, change: groupplan.GroupRollback, policy_version: str) -> Write:
+        write = partial(self.applier.rollback, change, policy_version=policy_version)
+        return change.binding, groupplan.ROLLED_BACK, write
+
+    def _enforce(self, decision: Decision, policy_version: str) -> Write:
         return (
             decision.binding,
             str(decision.action),
             lambda b: self.applier.apply(decision, b, policy_version=policy_version),
         )
 
-    def _write_all(self, writes: Sequence[_Write], summary: PassSummary) -> list[_Attempt]:
+    def _write_all(self, writes: Sequence[Write], summary: PassSummary) -> list[Attempt]:
         """Each write on the pool's threads (reconciler.writers: a binding per thread, several
         bindings at once), once all have ended; outcomes counted in ``summary`` in the order
         given, in this thread."""
@@ -309,28 +282,28 @@ class Reconciler:
 
     def _attempt(
         self, ref: str, what: str, write: Callable[[Mapping[str, Any]], Outcome]
-    ) -> _Attempt:
+    ) -> Attempt:
         """``write`` on the cached binding ``ref`` when it is managed and not stale. Runs on a
         writer thread: it counts nothing and marks nothing dirty (``_count`` does)."""
         if self.gate is not None and not self.gate():
-            return _Attempt(ref, what, None, "")  # not (or no longer) the leader: write nothing
+            return Attempt(ref, what, None, "")  # not (or no longer) the leader: write nothing
         binding = self._cached(ref)
         if binding is None or not _managed(binding):
-            return _Attempt(ref, what, None, "")
+            return Attempt(ref, what, None, "")
         version = _version(binding)
         stale = self.dirty.get(ref)
         if stale is not None:
             if stale == version and not self._unchanged_since(ref, binding):
-                return _Attempt(ref, what, None, version)  # the watch has not brought it yet
+                return Attempt(ref, what, None, version)  # the watch has not brought it yet
             self.dirty.pop(ref, None)
         try:
             outcome = write(binding)
         except (FleetgateError, ApiException, OSError) as error:
             log.error("%s: %s failed: %s", ref, what, error)
-            return _Attempt(ref, what, None, version, failed=True)
-        return _Attempt(ref, what, outcome, version)
+            return Attempt(ref, what, None, version, failed=True)
+        return Attempt(ref, what, outcome, version)
 
-    def _count(self, attempt: _Attempt, summary: PassSummary) -> Outcome | None:
+    def _count(self, attempt: Attempt, summary: PassSummary) -> Outcome | None:
         ref, what, outcome, version = attempt.ref, attempt.what, attempt.outcome, attempt.version
         if outcome is None:
             if attempt.failed:
@@ -397,10 +370,3 @@ def _managed(binding: Mapping[str, Any]) -> bool:
 
 def _version(obj: Mapping[str, Any]) -> str:
     return str((obj.get("metadata") or {}).get("resourceVersion") or "")
-
-
-def _what(change: lifecycle.Started | lifecycle.Reclaim | lifecycle.Confirm) -> str:
-    """What ``PassSummary.applied_to`` records for a lifecycle write."""
-    if isinstance(change, lifecycle.Reclaim):
-        return str(change.trigger)
-    return "Confirmed" if isinstance(change, lifecycle.Confirm) else "Started"

@@ -117,6 +117,9 @@ def _admit(
     }
     if policy_version:
         notes[ann.POLICY_VERSION] = policy_version
+    if decision.group is not None:  # the record reconciler.groupplan keeps the group whole by
+        notes[ann.ADMITTED_GROUP] = decision.group.name
+        notes[ann.ADMITTED_GROUP_MIN] = str(decision.group.min)
     event = EventSpec("Normal", "Admitted", f"admitted to {', '.join(names)}: {decision.message}")
     if mode == Mode.RELEASE:
         if not suspended:
@@ -163,6 +166,8 @@ def _preempt(
         ann.RUNNING_SINCE: None,
         ann.QUEUE_POSITION: None,
         ann.PENDING: f"{Reason.PREEMPTED}: {decision.message}",
+        ann.ADMITTED_GROUP: None,
+        ann.ADMITTED_GROUP_MIN: None,
     }
     if policy_version:
         notes[ann.POLICY_VERSION] = policy_version
@@ -264,6 +269,8 @@ def _reclaim(change: Reclaim, binding: Mapping[str, Any], mode: Mode, policy_ver
         ann.READMIT: None,
         ann.QUEUE_POSITION: None,
         ann.NOMINATED_CLUSTER: None,
+        ann.ADMITTED_GROUP: None,
+        ann.ADMITTED_GROUP_MIN: None,
     }
     if change.backoff_until is None:
         notes |= {ann.GAVE_UP: summary, ann.BACKOFF_UNTIL: None}
@@ -303,6 +310,9 @@ def _patch(
     if spec is not None:
         body["spec"] = dict(spec)
     return body
+
+
+patch_of = _patch  # for the other write plans of the package (reconciler.groupplan)
 
 
 def _resizable(resource: Mapping[str, Any]) -> bool:

@@ -13,17 +13,17 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from engine import annotations as ann
 from engine.cycle import vectors
 from engine.cycle.jobcache import JobCache
+from engine.cycle.jobmapping import Mapped, map_job
 from engine.cycle.jobvalues import EPOCH, JobValues
 from engine.cycle.reasons import Reason
 from engine.cycle.vectors import Vec
 from engine.fleet.model import BindingView, Snapshot
-from engine.policy import cel
 from engine.policy.model import AdmitOn, SchedulingPolicy
 from engine.policy.policyset import PolicySet
 from engine.resources import PODS, Resources
@@ -38,22 +38,6 @@ POD = {PODS: 1000}
 class PodGroup:
     requests: Vec  # per pod, milli-units, including pods: 1000
     count: int
-
-
-@dataclass(frozen=True, slots=True)
-class Mapped:
-    """What the SchedulingPolicy says about one job."""
-
-    queue: str
-    tenant: str
-    priority: int
-    min_member: int
-    allow_split: bool
-    error: str = ""  # "spec.<field>: <CEL error>" when an expression failed
-    # spec.dependencies of the SchedulingPolicy, when it sets them (see ``dependencies``)
-    after: tuple[str, ...] = ()
-    same_cluster_as: str = ""
-    group: tuple[str, int, int] | None = None  # spec.groups: (name, size, min), when named
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,84 +87,6 @@ def workload_ref(binding: BindingView, workload: Workload | None) -> str:
         return workload.ref
     r = binding.resource
     return qualified_name(r.api_version, r.kind, r.namespace, r.name)
-
-
-def map_job(
-    policies: PolicySet,
-    cache: JobCache,
-    binding: BindingView,
-    values: JobValues,
-    priority_value: int,
-    now: dt.datetime,
-) -> Mapped:
-    key = (binding.uid, binding.name, binding.generation, policies.version, priority_value)
-    found = cache.get(key)
-    if found is not None:
-        return found
-    first, rest = cache.evaluators(policies)
-    s = policies.scheduling
-    variables = {"job": values, "now": now}
-    (queue,) = first.evaluate(variables)
-    if isinstance(queue, cel.CelError):
-        mapped = Mapped("", "", priority_value, 0, False, f"{s.queue.path}: {queue}")
-    else:
-        values.queue = queue
-        results = rest.evaluate(variables)
-        paths = [s.tenant.path, s.priority.path, s.gang.min_member.path, s.gang.allow_split.path]
-        error = next((f"{p}: {r}" for p, r in zip(paths, results, strict=True) if _failed(r)), "")
-        tenant, priority, min_member, allow_split = results
-        mapped = (
-            Mapped(queue, "", priority_value, 0, False, error)
-            if error
-            else Mapped(queue, tenant, priority, min_member, bool(allow_split))
-        )
-        dependencies = cache.dependency_evaluator(policies)
-        if dependencies is not None and not error:
-            mapped = _with_dependencies(mapped, s, dependencies.evaluate(variables))
-        groups = cache.group_evaluator(policies)
-        if groups is not None and not mapped.error:
-            mapped = _with_group(mapped, s, groups.evaluate(variables))
-    cache.put(key, mapped)
-    return mapped
-
-
-def _with_dependencies(mapped: Mapped, s: SchedulingPolicy, results: Sequence[Any]) -> Mapped:
-    """``mapped`` with the results of the policy's ``dependencies`` expressions (those set)."""
-    after: Any = ()
-    same: Any = ""
-    found = iter(results)
-    d = s.dependencies
-    for expression in (d.after, d.same_cluster_as):
-        if expression is None:
-            continue
-        result = next(found)
-        if _failed(result):
-            return replace(mapped, error=f"{expression.path}: {result}")
-        if expression is d.after:
-            if not isinstance(result, list | tuple) or not all(isinstance(r, str) for r in result):
-                return replace(mapped, error=f"{expression.path}: not a list of strings")
-            after = tuple(result)
-        else:
-            same = str(result)
-    return replace(mapped, after=after, same_cluster_as=same)
-
-
-def _with_group(mapped: Mapped, s: SchedulingPolicy, results: Sequence[Any]) -> Mapped:
-    """``mapped`` with the group ``spec.groups`` names (``engine.cycle.groups``), if any;
-    size and min count only for a job the name puts in a group."""
-    g = s.groups
-    paths = [e.path for e in (g.name, g.size, g.min) if e is not None]
-    name, size, *minimum = results
-    if not _failed(name) and not str(name).strip():
-        return mapped
-    for path, result in zip(paths, results, strict=True):
-        if _failed(result):
-            return replace(mapped, error=f"{path}: {result}")
-    return replace(mapped, group=(str(name).strip(), int(size), int(minimum[0]) if minimum else 0))
-
-
-def _failed(result: Any) -> bool:
-    return isinstance(result, cel.CelError)
 
 
 def pod_groups(roles: tuple[Role, ...]) -> tuple[PodGroup, ...]:

@@ -22,6 +22,9 @@ Members (``engine.members.model``)::
     member.remove(key)                           # Work deleted: pods freed, job forgotten
     member.set_ready(False, now)                 # the Ready condition; jobs keep running
     member.next_finish() / members.next_finish() # next job end, for discrete-event stepping
+    member.allocated(), member.allocating()      # kept up to date as pods bind and free
+    member.allocatable_modelings(models)         # node count per grade; ``member.changes``
+                                                 # counts the moves of all three
 
 ``step(now)``: 1. running jobs whose ``started_at + duration <= now`` succeed (finished at
 exactly that time) and free their pods; 2. pending pods are bound first-fit, oldest job first

@@ -273,6 +273,10 @@ def test_every_job_is_admitted_exactly_once_through_conflicts_and_dropped_watche
         clock.advance(100)  # the first jobs end after 5m: room for the rest
     hits = next(r["hits"] for r in faults.describe()["rules"] if r["id"] == rule)
     faults.clear(rule)
+    # the last admissions may come from the pass inside running(): let Karmada apply them and
+    # report their status before looking at where each job runs
+    karmada.run_once()
+    karmada.run_once(clock.advance(10))
     assert hits > 0 and conflicts > 0 and dropped > 0, (hits, conflicts, dropped)
 
     assert {n: placed[n] for n in names} == dict.fromkeys(names, 1), placed  # once each

@@ -1,0 +1,113 @@
+"""What the SchedulingPolicy says about one job (its queue, tenant, priority, gang settings,
+dependencies and group), from its CEL expressions: evaluated once per (binding uid, generation,
+policy version, PriorityClass value) and kept in the ``JobCache``."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from engine.cycle.jobvalues import JobValues
+from engine.fleet.model import BindingView
+from engine.policy import cel
+from engine.policy.model import SchedulingPolicy
+from engine.policy.policyset import PolicySet
+
+if TYPE_CHECKING:
+    from engine.cycle.jobcache import JobCache
+
+
+@dataclass(frozen=True, slots=True)
+class Mapped:
+    """What the SchedulingPolicy says about one job."""
+
+    queue: str
+    tenant: str
+    priority: int
+    min_member: int
+    allow_split: bool
+    error: str = ""  # "spec.<field>: <CEL error>" when an expression failed
+    # spec.dependencies of the SchedulingPolicy, when it sets them (see ``dependencies``)
+    after: tuple[str, ...] = ()
+    same_cluster_as: str = ""
+    group: tuple[str, int, int] | None = None  # spec.groups: (name, size, min), when named
+
+
+def map_job(
+    policies: PolicySet,
+    cache: JobCache,
+    binding: BindingView,
+    values: JobValues,
+    priority_value: int,
+    now: dt.datetime,
+) -> Mapped:
+    key = (binding.uid, binding.name, binding.generation, policies.version, priority_value)
+    found = cache.get(key)
+    if found is not None:
+        return found
+    first, rest = cache.evaluators(policies)
+    s = policies.scheduling
+    variables = {"job": values, "now": now}
+    (queue,) = first.evaluate(variables)
+    if isinstance(queue, cel.CelError):
+        mapped = Mapped("", "", priority_value, 0, False, f"{s.queue.path}: {queue}")
+    else:
+        values.queue = queue
+        results = rest.evaluate(variables)
+        paths = [s.tenant.path, s.priority.path, s.gang.min_member.path, s.gang.allow_split.path]
+        error = next((f"{p}: {r}" for p, r in zip(paths, results, strict=True) if _failed(r)), "")
+        tenant, priority, min_member, allow_split = results
+        mapped = (
+            Mapped(queue, "", priority_value, 0, False, error)
+            if error
+            else Mapped(queue, tenant, priority, min_member, bool(allow_split))
+        )
+        dependencies = cache.dependency_evaluator(policies)
+        if dependencies is not None and not error:
+            mapped = _with_dependencies(mapped, s, dependencies.evaluate(variables))
+        groups = cache.group_evaluator(policies)
+        if groups is not None and not mapped.error:
+            mapped = _with_group(mapped, s, groups.evaluate(variables))
+    cache.put(key, mapped)
+    return mapped
+
+
+def _with_dependencies(mapped: Mapped, s: SchedulingPolicy, results: Sequence[Any]) -> Mapped:
+    """``mapped`` with the results of the policy's ``dependencies`` expressions (those set)."""
+    after: Any = ()
+    same: Any = ""
+    found = iter(results)
+    d = s.dependencies
+    for expression in (d.after, d.same_cluster_as):
+        if expression is None:
+            continue
+        result = next(found)
+        if _failed(result):
+            return replace(mapped, error=f"{expression.path}: {result}")
+        if expression is d.after:
+            if not isinstance(result, list | tuple) or not all(isinstance(r, str) for r in result):
+                return replace(mapped, error=f"{expression.path}: not a list of strings")
+            after = tuple(result)
+        else:
+            same = str(result)
+    return replace(mapped, after=after, same_cluster_as=same)
+
+
+def _with_group(mapped: Mapped, s: SchedulingPolicy, results: Sequence[Any]) -> Mapped:
+    """``mapped`` with the group ``spec.groups`` names (``engine.cycle.groups``), if any;
+    size and min count only for a job the name puts in a group."""
+    g = s.groups
+    paths = [e.path for e in (g.name, g.size, g.min) if e is not None]
+    name, size, *minimum = results
+    if not _failed(name) and not str(name).strip():
+        return mapped
+    for path, result in zip(paths, results, strict=True):
+        if _failed(result):
+            return replace(mapped, error=f"{path}: {result}")
+    return replace(mapped, group=(str(name).strip(), int(size), int(minimum[0]) if minimum else 0))
+
+
+def _failed(result: Any) -> bool:
+    return isinstance(result, cel.CelError)

@@ -1,0 +1,57 @@
+"""What one reconciler pass did (:class:`PassSummary`, read by observers: metrics, the read
+API) and the shapes of its writes on the writer threads."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from reconciler import lifecycle
+from reconciler.apply import Outcome
+
+
+@dataclass(slots=True)
+class PassSummary:
+    """What one pass did: counts per outcome, and how long it took."""
+
+    policy_version: str = ""
+    decisions: int = 0
+    applied: int = 0
+    unchanged: int = 0
+    conflicts: int = 0
+    gone: int = 0
+    skipped: int = 0  # no cached binding, not managed, or dirty and still stale
+    errors: int = 0
+    requeued: int = 0  # of ``applied``: jobs reclaimed and requeued (reconciler.lifecycle)
+    gave_up: int = 0  # of ``applied``: jobs given up after requeue.maxAttempts
+    seconds: float = 0.0
+    # (binding ref, what) of each write that went through: a decision's action (Admit,
+    # Preempt, …) or a lifecycle step; observers count transitions from it, once each
+    applied_to: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def writes(self) -> int:
+        return self.applied
+
+
+# (binding ref, what is written: an action or a lifecycle step, the write on the cached binding)
+Write = tuple[str, str, Callable[[Mapping[str, Any]], Outcome]]
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """One write's end, from a writer thread; ``outcome`` None: skipped or ``failed``."""
+
+    ref: str
+    what: str
+    outcome: Outcome | None
+    version: str  # the resourceVersion written on (dirty on CONFLICT/GONE)
+    failed: bool = False
+
+
+def what_of(change: lifecycle.Started | lifecycle.Reclaim | lifecycle.Confirm) -> str:
+    """What ``PassSummary.applied_to`` records for a lifecycle write."""
+    if isinstance(change, lifecycle.Reclaim):
+        return str(change.trigger)
+    return "Confirmed" if isinstance(change, lifecycle.Confirm) else "Started"
