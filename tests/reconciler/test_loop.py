@@ -7,6 +7,7 @@ shared fake clock; only the informers (and the webhook) run on threads.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -86,11 +87,24 @@ def fleet_world(
 ) -> Iterator[KarmadaControllers]:
     """The webhook registered, the research namespace, PriorityClasses and its policy, and
     Karmada's controllers over examples/fleet.yaml (one pass done: Clusters exist)."""
+    with karmada_world(sandbox, api_client, tmp_path, clock) as karmada:
+        yield karmada
+
+
+@contextlib.contextmanager
+def karmada_world(
+    sandbox: Sandbox,
+    api_client: kubernetes.client.ApiClient,
+    tmp_path: Path,
+    clock: Clock,
+    faults: Faults | None = None,
+) -> Iterator[KarmadaControllers]:
+    """fleet_world's setup, its controllers reading ``faults`` when given."""
     with fleetgate_webhook(tmp_path / "tls") as served:
         register(api_client, *served)
         seed(api_client)
         fleet = Fleet(load_fleet(REPO / "examples" / "fleet.yaml"), clock())
-        karmada = KarmadaControllers(sandbox.store, fleet, clock)
+        karmada = KarmadaControllers(sandbox.store, fleet, clock, faults=faults)
         try:
             karmada.run_once()
             yield karmada
@@ -98,8 +112,11 @@ def fleet_world(
             karmada.stop()
 
 
-@pytest.fixture
-def reconciler(api_client: kubernetes.client.ApiClient, clock: Clock) -> Iterator[Reconciler]:
+@contextlib.contextmanager
+def started_reconciler(
+    api_client: kubernetes.client.ApiClient, clock: Clock
+) -> Iterator[Reconciler]:
+    """A Reconciler over policies/ on ``clock``, its informers synced, no pass thread."""
     holder = PolicyHolder.for_paths([REPO / "policies"])
     assert holder.reload(), holder.status.errors
     rec = Reconciler(api_client, holder, clock=clock, request_timeout=10)
@@ -109,6 +126,12 @@ def reconciler(api_client: kubernetes.client.ApiClient, clock: Clock) -> Iterato
         yield rec
     finally:
         rec.stop()
+
+
+@pytest.fixture
+def reconciler(api_client: kubernetes.client.ApiClient, clock: Clock) -> Iterator[Reconciler]:
+    with started_reconciler(api_client, clock) as rec:
+        yield rec
 
 
 def seed(api_client: kubernetes.client.ApiClient) -> None:

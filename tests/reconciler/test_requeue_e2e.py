@@ -18,14 +18,11 @@ import kubernetes
 import pytest
 
 from engine import annotations as ann
-from engine.members import Fleet, load_fleet
-from engine.policy.reload import PolicyHolder
 from reconciler.loop import PassSummary, Reconciler
 from sandbox.faults import Faults
 from sandbox.karmada import KarmadaControllers
 from sandbox.karmada.names import DURATION_ANNOTATION, execution_namespace, work_name
 from sandbox.server import Sandbox
-from tests.conftest import REPO
 from tests.reconciler.conftest import time_limit
 from tests.reconciler.test_loop import (
     KUBEFLOW,
@@ -35,9 +32,10 @@ from tests.reconciler.test_loop import (
     binding,
     caught_up,
     conditions,
-    seed,
+    karmada_world,
+    started_reconciler,
 )
-from tests.sandbox.test_webhooks import fleetgate_webhook, pytorchjob, register
+from tests.sandbox.test_webhooks import pytorchjob
 
 TEST_SECONDS = 120
 BACKOFF = timedelta(minutes=1)  # policies/scheduling.yaml requeue.backoffBase
@@ -81,29 +79,14 @@ def karmada(
 ) -> Iterator[KarmadaControllers]:
     """The webhook, the research namespace and its policy, and Karmada's controllers reading
     ``faults`` (one pass done: Clusters exist)."""
-    with fleetgate_webhook(tmp_path / "tls") as served:
-        register(api_client, *served)
-        seed(api_client)
-        fleet = Fleet(load_fleet(REPO / "examples" / "fleet.yaml"), clock())
-        controllers = KarmadaControllers(sandbox.store, fleet, clock, faults=faults)
-        try:
-            controllers.run_once()
-            yield controllers
-        finally:
-            controllers.stop()
+    with karmada_world(sandbox, api_client, tmp_path, clock, faults) as controllers:
+        yield controllers
 
 
 @pytest.fixture
 def rec(api_client: kubernetes.client.ApiClient, clock: Clock) -> Iterator[Reconciler]:
-    holder = PolicyHolder.for_paths([REPO / "policies"])
-    assert holder.reload(), holder.status.errors
-    reconciler = Reconciler(api_client, holder, clock=clock, request_timeout=10)
-    try:
-        reconciler.start(loop=False)
-        assert reconciler.wait_synced(15)
+    with started_reconciler(api_client, clock) as reconciler:
         yield reconciler
-    finally:
-        reconciler.stop()
 
 
 def submit(
