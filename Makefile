@@ -55,6 +55,7 @@ bench-sandbox: $(STAMP)
 E2E_JOBS ?= 10000
 
 bench-e2e: $(STAMP)
+	$(BIN)/python benchmarks/e2e_load.py --jobs $(E2E_JOBS) --backlog
 	$(BIN)/python benchmarks/e2e_load.py --jobs $(E2E_JOBS)
 
 # Reading a ~45 MiB snapshot (29,000 objects, one List) with libyaml's parser and PyYAML's.

@@ -19,3 +19,11 @@ def more_than_zero(text: str, unit: str = "") -> float:
     if not 0 < value < float("inf"):
         raise argparse.ArgumentTypeError(f"must be more than 0{unit}, got {text}")
     return value
+
+
+def workers(text: str) -> int:
+    """A count of concurrent workers, 1 to 64."""
+    value = int(text)
+    if not 1 <= value <= 64:
+        raise argparse.ArgumentTypeError(f"must be 1…64, got {value}")
+    return value

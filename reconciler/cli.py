@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from engine import argtypes
+from reconciler.writers import DEFAULT_WRITE_WORKERS
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -111,10 +112,10 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument(
         "--write-workers",
         type=_workers,
-        default=8,
+        default=DEFAULT_WRITE_WORKERS,
         metavar="N",
         help="bindings a pass writes at once, each on a thread and connection of its own "
-        "(8; 1 to 64)",
+        f"({DEFAULT_WRITE_WORKERS}; 1 to 64)",
     )
     parser.add_argument(
         "--shutdown-timeout",

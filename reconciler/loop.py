@@ -60,6 +60,7 @@ log = logging.getLogger("fleetgate.reconciler")
 
 DIRTY_RETRY = 1.0  # seconds before a pass looks again at dirty bindings no event came for
 ERROR_BACKOFF = (0.5, 30.0)  # seconds: first and largest wait after a failed pass
+SYNC_POLL = 0.5  # seconds between looks at whether every informer has listed
 
 
 class PolicySource(Protocol):
@@ -158,6 +159,11 @@ class Reconciler:
 
     def _loop(self) -> None:
         failures = 0
+        # no pass before every informer has listed (client-go's WaitForCacheSync): a snapshot
+        # with the Clusters but not yet the placed bindings would see their room free
+        while not self.informers.wait_synced(SYNC_POLL):
+            if self._stopping.is_set():
+                return
         next_resync = time.monotonic()
         while not self._stopping.is_set():
             wait = max(0.0, next_resync - time.monotonic())

@@ -71,6 +71,13 @@ def add_parser(subparsers: Any) -> None:
         metavar="NS/NAME:PORT=URL",
         help="where a webhook's clientConfig.service is served (no cluster DNS here)",
     )
+    parser.add_argument(
+        "--concurrent-resource-template-syncs",
+        type=argtypes.workers,
+        default=5,
+        metavar="N",
+        help="templates the detector reconciles at once (5, Karmada's default)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of the random faults (0)")
     parser.add_argument(
         "--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR")
@@ -188,7 +195,11 @@ def run(args: argparse.Namespace) -> int:
         sandbox.stop()
         return EXIT_FAILED
     controllers = KarmadaControllers(
-        sandbox.store, Fleet(spec, clock.now()), clock.now, faults=faults
+        sandbox.store,
+        Fleet(spec, clock.now()),
+        clock.now,
+        faults=faults,
+        template_syncs=args.concurrent_resource_template_syncs,
     )
     controllers.start()
     _announce(url, kubeconfig, fleet_file, controllers, args.speed)

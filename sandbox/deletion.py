@@ -18,12 +18,12 @@ delete call (deterministic for tests), and its own writes skip admission.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from sandbox import errors, meta
 from sandbox.admission import DELETE
+from sandbox.jsoncopy import copy_json
 from sandbox.watch import DELETED, MODIFIED, WatchEvent
 
 if TYPE_CHECKING:
@@ -124,7 +124,7 @@ class DeletionMixin:
             finalizers.append(FOREGROUND)
         if not finalizers:
             return self._remove(rt, obj)
-        new = copy.deepcopy(obj)
+        new = copy_json(obj)
         new["metadata"]["finalizers"] = finalizers
         if not new["metadata"].get("deletionTimestamp"):
             new["metadata"]["deletionTimestamp"] = meta.now_rfc3339(self._clock())
@@ -144,7 +144,7 @@ class DeletionMixin:
         metadata = obj["metadata"]
         key = (metadata.get("namespace", ""), metadata["name"])
         self._rv += 1
-        final = copy.deepcopy(dict(obj))
+        final = copy_json(obj)
         final["metadata"]["resourceVersion"] = str(self._rv)
         del self._objects[rt.key][key]
         self._index(None, obj)
@@ -174,7 +174,7 @@ class DeletionMixin:
 
     def _orphan(self: Store, uid: str) -> None:
         for dep_rt, dependent in self._live_dependents(uid):
-            new = copy.deepcopy(dependent)
+            new = copy_json(dependent)
             refs = [r for r in new["metadata"].get("ownerReferences") or [] if r.get("uid") != uid]
             if refs:
                 new["metadata"]["ownerReferences"] = refs
@@ -195,7 +195,7 @@ class DeletionMixin:
         if not remaining:
             self._remove(rt, owner)
             return
-        new = copy.deepcopy(owner)
+        new = copy_json(owner)
         new["metadata"]["finalizers"] = remaining
         self._put(rt, new, MODIFIED, owner)
 
@@ -204,7 +204,7 @@ class DeletionMixin:
         name = namespace["metadata"]["name"]
         current = namespace
         if not namespace["metadata"].get("deletionTimestamp"):
-            current = copy.deepcopy(namespace)
+            current = copy_json(namespace)
             current["metadata"]["deletionTimestamp"] = meta.now_rfc3339(self._clock())
             current["status"] = {"phase": "Terminating"}
             self._put(rt, current, MODIFIED, namespace)

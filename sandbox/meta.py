@@ -5,13 +5,13 @@ Shared by the store's write paths. Pure functions over dicts; randomness and tim
 
 from __future__ import annotations
 
-import copy
 import random
 import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from sandbox.jsoncopy import copy_json
 from sandbox.resources import ResourceType
 
 _SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -78,7 +78,7 @@ def carry_server_fields(new: dict[str, Any], old: Mapping[str, Any]) -> None:
 
 def frozen_copy(obj: Mapping[str, Any]) -> dict[str, Any]:
     """A private deep copy; stored objects are never mutated after they are stored."""
-    return copy.deepcopy(dict(obj))
+    return copy_json(obj)
 
 
 def owner_uids(obj: Mapping[str, Any]) -> tuple[str, ...]:

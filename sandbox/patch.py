@@ -11,13 +11,13 @@ directives are not understood. That is enough for the few built-in kinds served 
 
 from __future__ import annotations
 
-import copy
 import json
 from typing import Any
 
 import jsonpatch
 
 from sandbox.errors import StatusError, bad_request, status, unsupported_media_type
+from sandbox.jsoncopy import copy_json
 
 MERGE = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
@@ -31,7 +31,7 @@ BUILT_IN_TYPES = (JSON_PATCH, MERGE, STRATEGIC)
 def merge_patch(target: Any, patch: Any) -> Any:
     """RFC 7386: maps merge recursively, ``null`` deletes, everything else replaces."""
     if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
+        return copy_json(patch)
     result = dict(target) if isinstance(target, dict) else {}
     for key, value in patch.items():
         if value is None:

@@ -18,7 +18,6 @@ cascading (see :mod:`sandbox.deletion`); watches with resume and 410 Gone (:mod:
 
 from __future__ import annotations
 
-import copy
 import random
 import threading
 from collections.abc import Callable, Iterator, Mapping
@@ -28,6 +27,7 @@ from typing import Any
 from sandbox import errors, meta
 from sandbox.admission import Admission
 from sandbox.deletion import DeletionMixin
+from sandbox.jsoncopy import copy_json
 from sandbox.paging import Snapshots
 from sandbox.resources import Registry, ResourceType, default_registry
 from sandbox.schema import Schemas, load_schemas
@@ -241,7 +241,7 @@ class Store(WriteMixin, DeletionMixin):
 
     @staticmethod
     def _out(rt: ResourceType, obj: Mapping[str, Any], version: str | None) -> dict[str, Any]:
-        out = copy.deepcopy(dict(obj))
+        out = copy_json(obj)
         out["apiVersion"] = rt.api_version(version)
         return out
 

@@ -10,7 +10,6 @@ own (never mutated after storing); a subscription hands out deep copies.
 from __future__ import annotations
 
 import contextlib
-import copy
 import queue
 import threading
 from collections import deque
@@ -19,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sandbox.errors import gone
+from sandbox.jsoncopy import copy_json
 from sandbox.selectors import FieldSelector, LabelSelector
 
 ADDED, MODIFIED, DELETED, BOOKMARK, ERROR = "ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"
@@ -140,7 +140,7 @@ class Subscription:
         if item is None:  # the end marker; `closed` is already set
             return None
         kind, obj = item
-        out = copy.deepcopy(dict(obj))
+        out = copy_json(obj)
         out["apiVersion"] = self._api_version
         return {"type": kind, "object": out}
 

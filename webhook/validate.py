@@ -14,14 +14,15 @@ fleet data is given, the gang can start on the fleet at all (``webhook.fit``).
 
 An UPDATE that changes neither ``spec`` nor the labels and annotations (finalizers, owner
 references, status written by the job's own operator) is always allowed: a policy tightened
-later must never wedge a running or terminating job. An UPDATE that changes only labels or
-annotations is judged again, like a CREATE: Karmada's detector claiming the template (its
-``propagationpolicy.karmada.io/*`` label and annotations) is one. Comparing ``spec`` alone would
-be wrong here: the SchedulingPolicy maps labels to the queue (``fleetgate.io/queue``), and
-AdmissionPolicies read ``object.metadata`` and ``job.labels``. Skipping it soundly would need
-every expression's reads (``CelProgram.accesses``) to miss the changed keys; the example
-``team-label`` policy's ``has(object.metadata.labels)`` reads the whole map, so it would never
-apply there. Each review converts the template to CEL values once (``cel.converting_once``).
+later must never wedge a running or terminating job. So is an UPDATE whose only change is
+Karmada's claim on the template: labels and annotations under ``propagationpolicy.karmada.io/``
+and ``clusterpropagationpolicy.karmada.io/``, which Karmada's detector writes before it creates
+the binding (decision ``karmada-claim``). The user's content was judged when it was written;
+refusing the claim would leave the job with no binding and no reason anywhere, and judging it
+again costs a second review per job. Any other change of labels or annotations is judged again,
+like a CREATE: the SchedulingPolicy maps labels to the queue (``fleetgate.io/queue``), and
+AdmissionPolicies read ``object.metadata`` and ``job.labels``. Each review converts the template
+to CEL values once (``cel.converting_once``).
 """
 
 from __future__ import annotations
@@ -44,6 +45,8 @@ from webhook.review import AdmissionRequest, ReviewError, Verdict
 ENDPOINT = "/validate/workloads"
 BUILTIN_QUEUE = "builtin:queue"
 BUILTIN_FIT = "builtin:fit"
+# the prefixes of Karmada's claim metadata on a resource template (its detector's writes)
+CLAIM_PREFIXES = frozenset({"propagationpolicy.karmada.io", "clusterpropagationpolicy.karmada.io"})
 
 
 @dataclass(slots=True)
@@ -77,8 +80,10 @@ def validate_workload(
         raise ReviewError(
             f"request.object is {said[0]} {said[1]}, not the {request.kind} the request names"
         )
-    if request.operation == "UPDATE" and _unchanged(template, request.old_object or {}):
-        return Verdict(True, "allowed", audit={"decision": "spec-unchanged"})
+    if request.operation == "UPDATE":
+        unchanged = _unchanged(template, request.old_object or {})
+        if unchanged is not None:
+            return Verdict(True, "allowed", audit={"decision": unchanged})
     try:
         workload = read_workload(template)
     except DemandError as err:
@@ -248,10 +253,23 @@ def _sources(policy: AdmissionPolicy) -> str:
     return "\n".join(parts)
 
 
-def _unchanged(new: Mapping[str, Any], old: Mapping[str, Any]) -> bool:
+def _unchanged(new: Mapping[str, Any], old: Mapping[str, Any]) -> str | None:
+    """``spec-unchanged`` or ``karmada-claim`` when the UPDATE is allowed unjudged (see the
+    module's text), else None."""
     if new.get("spec") != old.get("spec"):
-        return False
+        return None
     new_meta, old_meta = new.get("metadata") or {}, old.get("metadata") or {}
     if not isinstance(new_meta, dict) or not isinstance(old_meta, dict):
-        return False
-    return all(new_meta.get(k) == old_meta.get(k) for k in ("labels", "annotations"))
+        return None
+    changed = False
+    for field_name in ("labels", "annotations"):
+        after, before = new_meta.get(field_name) or {}, old_meta.get(field_name) or {}
+        if after == before:
+            continue
+        if not isinstance(after, dict) or not isinstance(before, dict):
+            return None
+        keys = {k for k in after.keys() | before.keys() if after.get(k) != before.get(k)}
+        if not all(isinstance(k, str) and k.partition("/")[0] in CLAIM_PREFIXES for k in keys):
+            return None
+        changed = True
+    return "karmada-claim" if changed else "spec-unchanged"

@@ -80,6 +80,7 @@ class KarmadaControllers:
         skipped_namespaces: Sequence[str] = ("kube-.*",),
         new_id: Callable[[], str] | None = None,
         faults: FaultState | None = None,
+        template_syncs: int = 1,
     ) -> None:
         self.store = store
         self.fleet = {m.name: m for m in fleet}
@@ -91,7 +92,9 @@ class KarmadaControllers:
         members = [EngineMember(m) for m in fleet]
         grace = self.timings.cluster_monitor_grace
         self.clusters = ClusterStatusController(store, members, period, faults, grace)
-        self.detector = Detector(store, skipped_namespaces, new_id or (lambda: str(uuid.uuid4())))
+        self.detector = Detector(
+            store, skipped_namespaces, new_id or (lambda: str(uuid.uuid4())), template_syncs
+        )
         self._wake = threading.Event()
         self.router = EventRouter(store, [rt.key for rt in self.detector.types], self._wake.set)
         self.scheduler = Scheduler(store)

@@ -19,7 +19,7 @@ collector); the binding's finalizer keeps it until the binding controller has re
 
 from __future__ import annotations
 
-import copy
+import threading
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -38,6 +38,7 @@ from engine.fleet.propagation import PERMANENT_ID_LABELS
 from engine.workloads.model import DemandError
 from engine.workloads.registry import known_kinds
 from sandbox.errors import StatusError
+from sandbox.jsoncopy import copy_json
 from sandbox.karmada.common import deleting, get_or_none, log, meta, with_retry
 from sandbox.karmada.names import BINDING_PERMANENT_ID, CLUSTER_BINDING_PERMANENT_ID
 from sandbox.resources import ResourceType
@@ -81,11 +82,15 @@ class Detector:
         store: Store,
         skipped_namespaces: Sequence[str] = ("kube-.*",),
         new_id: Callable[[], str] = lambda: str(uuid.uuid4()),
+        workers: int = 1,
     ) -> None:
+        if workers < 1:
+            raise ValueError(f"workers must be at least 1, got {workers}")
         self.store = store
         self.types = template_types(store)
         self.skipped_namespaces = tuple(skipped_namespaces)
         self.new_id = new_id
+        self.workers = workers  # Karmada's --concurrent-resource-template-syncs (default 5)
 
     def run(self) -> None:
         policies = self._policies()
@@ -105,7 +110,9 @@ class Detector:
             return
         policies = self._policies()
         classes = self._priority_classes()
-        for resource, namespace, name in keys:
+
+        def sync(key: tuple[str, str, str]) -> None:
+            resource, namespace, name = key
             rt = self.store.resource(resource)
             template = get_or_none(self.store, rt, name, namespace or None)
             if template is not None:
@@ -115,6 +122,39 @@ class Detector:
                     template,
                     lambda t, r=rt: self.reconcile(r, t, policies, classes),
                 )
+
+        if self.workers == 1 or len(keys) == 1:
+            for key in keys:
+                sync(key)
+            return
+        # as Karmada's detector: up to ``workers`` templates at once, each key by one worker
+        # (the keys are distinct); their admission calls overlap. Every key is tried; the first
+        # error (in key order) is raised after all of them, as the serial loop fails the pass
+        pending = iter(enumerate(keys))
+        taking = threading.Lock()
+        errors: list[tuple[int, Exception]] = []
+
+        def work() -> None:
+            while True:
+                with taking:
+                    taken = next(pending, None)
+                if taken is None:
+                    return
+                try:
+                    sync(taken[1])
+                except Exception as error:  # noqa: BLE001 - kept, raised after the others
+                    errors.append((taken[0], error))
+
+        threads = [
+            threading.Thread(target=work, name=f"karmada-detector-{i}", daemon=True)
+            for i in range(min(self.workers, len(keys)))
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        if errors:
+            raise min(errors, key=lambda found: found[0])[1]
 
     def reconcile(
         self,
@@ -251,7 +291,7 @@ def _changes(
 
 
 def _merged(existing: Mapping[str, Any], desired: Mapping[str, Any]) -> dict[str, Any]:
-    merged = copy.deepcopy(dict(existing))
+    merged = copy_json(existing)
     m, d = merged["metadata"], desired["metadata"]
     m["labels"] = {**(m.get("labels") or {}), **d.get("labels", {})}
     m["annotations"] = {**(m.get("annotations") or {}), **d.get("annotations", {})}
@@ -260,13 +300,13 @@ def _merged(existing: Mapping[str, Any], desired: Mapping[str, Any]) -> dict[str
     spec = merged.setdefault("spec", {})
     for field in OWNED_SPEC:
         if field in desired["spec"]:
-            spec[field] = copy.deepcopy(desired["spec"][field])
+            spec[field] = copy_json(desired["spec"][field])
         else:
             spec.pop(field, None)
     policy_suspension = desired["spec"].get("suspension")
     if policy_suspension is not None:
         kept = {k: v for k, v in (spec.get("suspension") or {}).items() if k == "scheduling"}
-        spec["suspension"] = {**copy.deepcopy(policy_suspension), **kept}
+        spec["suspension"] = {**copy_json(policy_suspension), **kept}
     return merged
 
 
@@ -275,7 +315,7 @@ def _differs(existing: Mapping[str, Any], merged: Mapping[str, Any]) -> bool:
     updates of a template's status and metadata (``eventfilter.SpecificationChanged``)."""
 
     def stripped(obj: Mapping[str, Any]) -> dict[str, Any]:
-        out = copy.deepcopy(dict(obj))
+        out = copy_json(obj)
         out.get("spec", {}).get("resource", {}).pop("resourceVersion", None)
         return out
 

@@ -14,11 +14,11 @@ when something changed.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from sandbox.jsoncopy import copy_json
 from sandbox.karmada.common import condition, deleting, get_or_none, meta, with_retry
 from sandbox.karmada.execution import Execution, job_key, manifest_of
 from sandbox.karmada.jobstatus import UNKNOWN, health, operator_status
@@ -87,8 +87,8 @@ class StatusController:
             return
         key = job_key(work)
         member = self.execution.members[cluster]
-        status = copy.deepcopy(work.get("status") or {})
-        before = copy.deepcopy(status)
+        status = copy_json(work.get("status") or {})
+        before = copy_json(status)
         refused = self.execution.refused.get(key)
         state = member.job_state(key) if key in self.execution.jobs[cluster] else None
         if refused is not None:
@@ -149,9 +149,12 @@ class StatusController:
         ]
         works = {cluster_of(w): w for w in works_list}
         items = [_item(cluster, works.get(cluster)) for cluster in sorted(set(targets))]
-        status = copy.deepcopy(binding.get("status") or {})
-        before = copy.deepcopy(status)
-        status["aggregatedStatus"] = items
+        status = copy_json(binding.get("status") or {})
+        before = copy_json(status)
+        if items:
+            status["aggregatedStatus"] = items
+        else:  # Karmada's ``omitempty``: no targets, no field (not an empty list written)
+            status.pop("aggregatedStatus", None)
         if items:
             if all(i.get("applied") for i in items):
                 reason, state, message = (
@@ -195,7 +198,7 @@ class StatusController:
 
 def aggregate(statuses: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """The template status from its members' statuses, first cluster by name first."""
-    result = copy.deepcopy(dict(statuses[0]))
+    result = copy_json(statuses[0])
     if len(statuses) > 1:
         for field in SUMMED:
             values = [s[field] for s in statuses if isinstance(s.get(field), int)]

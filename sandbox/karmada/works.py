@@ -10,12 +10,12 @@ all of them, then its ``karmada.io/binding-controller`` finalizer.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from engine.fleet.detector import FINALIZERS
 from sandbox.errors import StatusError
+from sandbox.jsoncopy import copy_json
 from sandbox.karmada.common import deleting, get_or_none, meta, with_retry
 from sandbox.karmada.names import (
     BINDING_NAME,
@@ -194,7 +194,7 @@ class BindingController:
                 if error.code != 409:
                     raise
             return
-        updated = copy.deepcopy(existing)
+        updated = copy_json(existing)
         updated["metadata"]["labels"] = {
             **(existing["metadata"].get("labels") or {}),
             **desired["metadata"]["labels"],
@@ -238,7 +238,7 @@ def _work(
 ) -> dict[str, Any]:
     tm = meta(template)
     name = work_name(str(template["kind"]), str(tm["name"]), str(tm.get("namespace") or ""))
-    manifest = copy.deepcopy(dict(template))
+    manifest = copy_json(template)
     manifest.pop("status", None)
     mm = manifest["metadata"]
     for field in SERVER_FIELDS:

@@ -304,3 +304,28 @@ def test_the_thread_admits_on_events(
         eventually(lambda: rec.last is not None and rec.last.applied == 0, 5)
     finally:
         rec.stop()
+
+
+def test_no_pass_runs_before_every_informer_has_listed(
+    sandbox: Sandbox,
+    api_client: kubernetes.client.ApiClient,
+    fleet_world: KarmadaControllers,
+    clock: Clock,
+):
+    faults = Faults(seed=1).attach(sandbox)
+    faults.delay_requests(2.0, method="GET", path="/priorityclasses$", count=1)  # one slow list
+    holder = PolicyHolder.for_paths([REPO / "policies"])
+    assert holder.reload(), holder.status.errors
+    rec = Reconciler(api_client, holder, clock=clock, request_timeout=10, debounce=0.05)
+    try:
+        rec.start()
+        time.sleep(1.0)
+        assert not rec.wait_synced(0)
+        assert rec.passes == 0  # the Clusters and bindings are listed, the PriorityClasses not
+        assert rec.wait_synced(10)
+        deadline = time.monotonic() + 10
+        while rec.passes == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert rec.passes > 0
+    finally:
+        rec.stop()

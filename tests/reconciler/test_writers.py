@@ -224,7 +224,7 @@ def test_serve_takes_the_number_of_write_workers():
     parser = argparse.ArgumentParser(prog="fleetgate", exit_on_error=False)
     add_parser(parser.add_subparsers(dest="command"))
     base = ["serve", "--kubeconfig", "k", "--policies", "p"]
-    assert parser.parse_args(base).write_workers == 8
+    assert parser.parse_args(base).write_workers == 16
     assert parser.parse_args([*base, "--write-workers", "12"]).write_workers == 12
     with pytest.raises(SystemExit):
         parser.parse_args([*base, "--write-workers", "0"])

@@ -165,3 +165,17 @@ def test_the_example_fleet_file_becomes_clusters():
         assert ready["Ready"] == "True"
         assert cluster["status"]["resourceSummary"]["allocatable"]
     assert controllers.clusters.period == fleet.spec.status_period
+
+
+def test_a_binding_with_no_clusters_gets_no_status_written(karmada: KarmadaControllers):
+    store = karmada.store
+    policy = pp("PyTorchJob", "kubeflow.org/v1")
+    policy["spec"]["suspension"] = {"scheduling": True}  # held: never placed
+    store.create(PP, policy)
+    store.create("pytorchjobs.kubeflow.org", pytorchjob("held"))
+    karmada.run_once()
+    karmada.run_once()
+    rb = store.get(RB, "held-pytorchjob", namespace="default")
+    assert not rb["spec"].get("clusters")
+    # Karmada's aggregatedStatus is omitempty: nothing to aggregate, nothing written
+    assert "aggregatedStatus" not in (rb.get("status") or {})

@@ -81,3 +81,36 @@ def test_absent_crd_directory_means_no_validation_and_says_so(tmp_path):
     assert not schemas.validators
     assert "no schema validation" in schemas.note
     schemas.validate(binding("a", replicas="three"), "work.karmada.io")  # accepted
+
+
+def test_a_metadata_only_update_is_not_validated_again_but_any_other_is(custom, sandbox):
+    created = custom.create_namespaced_custom_object(
+        GROUP, VERSION, "default", RB_PLURAL, binding("a")
+    )
+    name = created["metadata"]["name"]
+    validated: list[str] = []
+    schemas = sandbox.store.schemas
+
+    class Counting:
+        def __getattr__(self, name):
+            return getattr(schemas, name)
+
+        def validate(self, obj, group):
+            validated.append(obj["metadata"]["name"])
+            return schemas.validate(obj, group)
+
+    sandbox.store.schemas = Counting()
+    try:
+        notes = {"metadata": {"annotations": {"fleetgate.io/pending": "QuotaExceeded"}}}
+        custom.patch_namespaced_custom_object(GROUP, VERSION, "default", RB_PLURAL, name, notes)
+        assert validated == []  # the spec as accepted at create is unchanged
+        spec = {"spec": {"replicas": 2}}
+        custom.patch_namespaced_custom_object(GROUP, VERSION, "default", RB_PLURAL, name, spec)
+        assert validated == [name]
+        with pytest.raises(ApiException) as caught:  # and a bad change is still refused
+            custom.patch_namespaced_custom_object(
+                GROUP, VERSION, "default", RB_PLURAL, name, {"spec": {"replicas": "two"}}
+            )
+        assert caught.value.status == 422
+    finally:
+        sandbox.store.schemas = schemas

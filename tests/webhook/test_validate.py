@@ -254,6 +254,33 @@ def test_an_update_that_leaves_spec_and_labels_alone_is_always_allowed(client):
     assert validate(client, changed, operation="UPDATE", old=old)[0]["allowed"] is False
 
 
+def test_karmadas_claim_of_a_template_is_allowed_without_judging_it_again(client):
+    old = pytorchjob(workers=8)  # violates the Deny policy (written before it existed)
+    claimed = copy.deepcopy(old)
+    claimed["metadata"]["labels"]["propagationpolicy.karmada.io/permanent-id"] = "5f1c"
+    claimed["metadata"].setdefault("annotations", {}).update(
+        {
+            "propagationpolicy.karmada.io/name": "research-gpu",
+            "propagationpolicy.karmada.io/namespace": "research",
+        }
+    )
+    response, _ = validate(client, claimed, operation="UPDATE", old=old)
+    assert response["allowed"] is True
+    assert response["auditAnnotations"]["decision"] == "karmada-claim"
+    # a claim moved to a ClusterPropagationPolicy, claim keys removed: still Karmada's
+    moved = copy.deepcopy(old)
+    moved["metadata"]["labels"]["clusterpropagationpolicy.karmada.io/permanent-id"] = "9a0b"
+    response, _ = validate(client, moved, operation="UPDATE", old=claimed)
+    assert response["auditAnnotations"]["decision"] == "karmada-claim"
+    # any other label change alongside the claim is judged again, like a CREATE
+    relabelled = copy.deepcopy(claimed)
+    relabelled["metadata"]["labels"]["team"] = "vision"
+    assert validate(client, relabelled, operation="UPDATE", old=old)[0]["allowed"] is False
+    lookalike = copy.deepcopy(old)
+    lookalike["metadata"]["labels"]["x.propagationpolicy.karmada.io/id"] = "1"
+    assert validate(client, lookalike, operation="UPDATE", old=old)[0]["allowed"] is False
+
+
 @pytest.mark.parametrize(
     ("kind", "name"),
     [
