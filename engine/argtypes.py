@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 
 
 def port(text: str) -> int:
@@ -26,4 +27,27 @@ def workers(text: str) -> int:
     value = int(text)
     if not 1 <= value <= 64:
         raise argparse.ArgumentTypeError(f"must be 1…64, got {value}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """An integer of 1 or more."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"must be an integer of at least 1, got {text!r}"
+        ) from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def rfc3339(text: str) -> dt.datetime:
+    """An RFC 3339 time, e.g. 2026-01-01T00:00:00Z."""
+    from engine.annotations import parse_time
+
+    value = parse_time(text)
+    if value is None:
+        raise argparse.ArgumentTypeError(f"not an RFC 3339 time: {text!r}")
     return value

@@ -14,6 +14,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+from engine import argtypes
 from engine.errors import PolicyLoadError
 from engine.policy.policyset import PolicySet, load_policy_set
 
@@ -110,7 +111,9 @@ def build_parser() -> argparse.ArgumentParser:
         "it, and decided with the rest; one line on stderr says what happened to each",
     )
     dry_run.add_argument(
-        "--now", type=_rfc3339, help="the cycle's time, RFC 3339 (default: the current time)"
+        "--now",
+        type=argtypes.rfc3339,
+        help="the cycle's time, RFC 3339 (default: the current time)",
     )
     dry_run.add_argument(
         "-o", "--output", choices=("table", "json"), default="table", help="output format"
@@ -135,7 +138,9 @@ def build_parser() -> argparse.ArgumentParser:
     diff.add_argument("--head", required=True, metavar="DIR|REV:PATH", help="the proposed ones")
     diff.add_argument("--snapshot", type=Path, nargs="+", required=True, metavar="FILE")
     diff.add_argument(
-        "--now", type=_rfc3339, help="the cycles' time, RFC 3339 (default: the current time)"
+        "--now",
+        type=argtypes.rfc3339,
+        help="the cycles' time, RFC 3339 (default: the current time)",
     )
     diff.add_argument(
         "-o",
@@ -153,13 +158,15 @@ def build_parser() -> argparse.ArgumentParser:
         "shapes) from the seed, time full cycles over all pending jobs and incremental cycles "
         "for jobs that arrive afterwards, and print the numbers.",
     )
-    bench.add_argument("--jobs", type=_positive, default=15_000, help="pending jobs")
-    bench.add_argument("--clusters", type=_positive, default=10, help="member clusters")
-    bench.add_argument("--queues", type=_positive, default=30, help="queues in the tree")
+    bench.add_argument("--jobs", type=argtypes.positive_int, default=15_000, help="pending jobs")
+    bench.add_argument("--clusters", type=argtypes.positive_int, default=10, help="member clusters")
+    bench.add_argument(
+        "--queues", type=argtypes.positive_int, default=30, help="queues in the tree"
+    )
     bench.add_argument("--seed", type=int, default=1, help="seed of the synthetic fleet")
     bench.add_argument(
         "--repeats",
-        type=_positive,
+        type=argtypes.positive_int,
         default=5,
         help="cycles of each kind; the full-cycle p50 is over the cycles after the first (cold) "
         "one, so with 1 it is the cold cycle",
@@ -190,25 +197,6 @@ def _version() -> str:
         return version("fleetgate")
     except PackageNotFoundError:  # run from a source tree that was never installed
         return "unknown (not installed)"
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer: {text!r}")
-    return value
-
-
-def _rfc3339(text: str) -> dt.datetime:
-    from engine.annotations import parse_time
-
-    value = parse_time(text)
-    if value is None:
-        raise argparse.ArgumentTypeError(f"not an RFC 3339 time: {text!r}")
-    return value
 
 
 def _validate(args: argparse.Namespace) -> int:

@@ -48,7 +48,10 @@ def add_parser(subparsers: Any) -> None:
         help="port to listen on (8443; 0: any free port)",
     )
     parser.add_argument(
-        "--threads", type=_positive, default=16, help="worker threads of the HTTP server (16)"
+        "--threads",
+        type=argtypes.positive_int,
+        default=16,
+        help="worker threads of the HTTP server (16)",
     )
     parser.add_argument(
         "--request-timeout",
@@ -61,7 +64,7 @@ def add_parser(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--max-connections",
-        type=_positive,
+        type=argtypes.positive_int,
         default=256,
         help="connections open at once; a new one beyond that replaces the oldest that has "
         "sent nothing yet, or is closed (256)",
@@ -112,13 +115,6 @@ def add_parser(subparsers: Any) -> None:
         help="log messages of this level and above (INFO)",
     )
     parser.set_defaults(handler=run)
-
-
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
 
 
 def _seconds(text: str) -> float:
