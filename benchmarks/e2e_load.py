@@ -331,6 +331,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             all_created = began  # the reconciler starts with every binding there
         finished = watcher.done.wait(max(0.0, args.timeout - (all_created - began)))
         ended = time.monotonic()
+        if rec is not None:  # the pass that wrote the last decision records its stages at its end
+            rec.idle(30)
         cpu = {name: cpu_seconds(pid) - cpu_before[name] for name, pid in processes.items()}
         threads_after = thread_cpu()
         cpu |= {

@@ -65,6 +65,12 @@ with; the reconciler keeps at least ``ADMITTED_GROUP_MIN`` of its members placed
 ADMITTED_GROUP_MIN = "fleetgate.io/admitted-group-min"
 """The group's minimum (members placed at once) when the binding was admitted with it."""
 
+GROUP_PLAN = "fleetgate.io/group-plan"
+"""JSON ``{"group", "id", "clusters", "min", "size", "version"}``: the group admission this
+member is part of (phase 1 of a group's two-phase binding, ``reconciler.groupphase``), written
+on every member before any is bound and kept on a bound member; a plan some member is bound
+under while another planned member is not is completed on the planned clusters or rolled back."""
+
 # On the job template (users write these; see docs/pipelines.md):
 
 AFTER = "fleetgate.io/after"

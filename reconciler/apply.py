@@ -25,6 +25,7 @@ from engine import annotations as ann
 from engine.cycle.model import Decision
 from engine.errors import FleetgateError
 from reconciler.events import event_body
+from reconciler.groupphase import MemberPlan, Unplan
 from reconciler.groupplan import GroupRollback, plan_rollback
 from reconciler.lifecycle import Confirm, Reclaim, Started
 from reconciler.plan import (
@@ -130,16 +131,35 @@ class Applier:
         )
 
     def rollback(
-        self, change: GroupRollback, binding: Mapping[str, Any], policy_version: str = ""
+        self, change: GroupRollback | Unplan, binding: Mapping[str, Any], policy_version: str = ""
     ) -> Outcome:
-        """Take a member of a group placed below its minimum off its clusters
-        (``reconciler.groupplan``)."""
+        """Take a member of a group placed below its minimum (or of a group plan that cannot
+        complete) off its clusters, or remove a rolled-back plan (``reconciler.groupplan``)."""
         if change.binding != _ref(binding):
             raise PlanError(f"rollback for {change.binding} applied to binding {_ref(binding)}")
         now = self.clock()
         return self._send(
             binding, plan_rollback(change, binding, self.mode, now, policy_version), now
         )
+
+    def write_plan(
+        self, member: MemberPlan, binding: Mapping[str, Any]
+    ) -> tuple[Outcome, Mapping[str, Any]]:
+        """Phase 1 of a group's binding (``reconciler.groupphase``): ``member`` written on
+        ``binding`` with its resourceVersion; the outcome and the binding as it now is (the
+        object the member's Admit patch is then made on)."""
+        text = member.text()
+        notes = (binding.get("metadata") or {}).get("annotations") or {}
+        if notes.get(ann.GROUP_PLAN) == text:
+            return Outcome.UNCHANGED, binding
+        version = str((binding.get("metadata") or {}).get("resourceVersion", ""))
+        body = {"metadata": {"resourceVersion": version, "annotations": {ann.GROUP_PLAN: text}}}
+        try:
+            return Outcome.APPLIED, self._patch(binding, body, status=False)
+        except _Conflict:
+            return Outcome.CONFLICT, binding
+        except _Gone:
+            return Outcome.GONE, binding
 
     def _send(self, binding: Mapping[str, Any], writes: Plan, now: dt.datetime) -> Outcome:
         """The plan's spec patch, then its status, then its Event."""

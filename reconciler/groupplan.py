@@ -16,32 +16,43 @@ reclaimed, not preempted) plus the members the cycle admits now are counted. Few
 minimum, and more than none → every member that stays placed is taken off its clusters again
 (:class:`GroupRollback`, planned by :func:`plan_rollback`): suspended, back in its queue
 without counting an attempt (like a preemption; a member that failed carries its own attempt
-and backoff). So a half-written admission is completed in the next pass when the rest still
-fits (the cycle counts the placed members towards the minimum and admits the others), or rolled
-back; a member failing later requeues the group unless the members still running meet the
-minimum.
+and backoff). A member failing later requeues the group unless the members still running meet
+the minimum. A waiting member of a group named only by the SchedulingPolicy's ``spec.groups``
+is recognised through its mapping (``mapped_source``: the JobCache's, as the cycle read it), so
+one in backoff says its group is short too.
 
-Choice: the admission is one write per member (the record rides on the Admit patch) rather
-than a separate plan write on every member first; the record on the placed members is what a
-restarted reconciler needs, and the unplaced members need none (the cycle decides them again).
+The admission itself is two-phase (``reconciler.groupphase``): a plan written on every member
+first, then the Admit patches; a plan half-applied by a crash is completed on its clusters or
+rolled back whole. :func:`enforcement` joins both checks for the loop.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from engine import annotations as ann
 from engine.cycle import groups
+from engine.cycle.jobcache import JobCache
+from engine.cycle.jobmapping import Mapped
+from engine.cycle.jobs import read_job
 from engine.cycle.model import Decision
 from engine.cycle.reasons import Action, Reason
-from engine.fleet.model import Snapshot
+from engine.fleet.model import BindingView, Snapshot
+from engine.policy.policyset import PolicySet
+from reconciler import groupphase
+from reconciler.groupphase import MemberPlan, Unplan
 from reconciler.lifecycle import binding_ref
 from reconciler.plan import EventSpec, Mode, Plan, StatusUpdate, patch_of
 
 ROLLED_BACK = "GroupRolledBack"  # what PassSummary.applied_to records for a rollback write
+PLAN_CLEARED = "GroupPlanCleared"  # … for a rolled-back plan removed from an unbound member
+
+MappedOf = Callable[[BindingView], Mapped | None]
+"""The SchedulingPolicy's mapping of a binding (its ``spec.groups`` group), for a member the
+cycle's decisions do not name the group of (one in backoff)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,16 +63,76 @@ class GroupRollback:
     group: str
     minimum: int
     remaining: int  # members that would stay placed without the rollback
+    why: str = ""  # set for a half-applied plan that cannot complete (reconciler.groupphase)
 
     def message(self) -> str:
+        if self.why:
+            return f"group {self.group}: {self.why}; the group is requeued whole"
         return (
             f"group {self.group}: {self.remaining} of at least {self.minimum} members placed; "
             "the group is requeued whole"
         )
 
 
+@dataclass(frozen=True, slots=True)
+class Enforcement:
+    """What a pass writes to keep its groups whole: rollbacks and plan removals first, then
+    the plan of each member admitted with a group (phase 1) before its Admit (phase 2)."""
+
+    rollbacks: tuple[GroupRollback | Unplan, ...] = ()
+    plans: Mapping[str, MemberPlan] = field(default_factory=dict)  # binding ref → its plan
+    held: frozenset[str] = frozenset()  # bindings whose decisions are not enforced this pass
+
+
+def mapped_source(
+    snapshot: Snapshot, policies: PolicySet, cache: JobCache, now: dt.datetime
+) -> MappedOf | None:
+    """The mapping of a binding as the cycle read it (from ``cache``: no CEL evaluated again
+    for a binding the cycle just read); None when the policies assign no ``spec.groups``."""
+    if policies.scheduling.groups is None:
+        return None
+
+    def mapped_of(binding: BindingView) -> Mapped | None:
+        job = read_job(snapshot, policies, cache, now, binding)
+        return getattr(job, "mapped", None)
+
+    return mapped_of
+
+
+def enforcement(
+    snapshot: Snapshot,
+    leaving: Iterable[str],
+    decisions: Iterable[Decision],
+    version: str,
+    now: dt.datetime,
+    mapped_of: MappedOf | None = None,
+) -> Enforcement:
+    """:func:`rollbacks` and ``groupphase.stage`` for one pass, a member rolled back once."""
+    decided = list(decisions)
+    short = rollbacks(snapshot, leaving, decided, mapped_of)
+    staged = groupphase.stage(snapshot, decided, version, now)
+    seen = {r.binding for r in short}
+    why = "a plan half-applied cannot be completed on its clusters under the current policy"
+    planned = [
+        GroupRollback(ref, staged.groups.get(ref, ""), 0, 0, why)
+        for ref in staged.rolled_back
+        if ref not in seen
+    ]
+    found: list[GroupRollback | Unplan] = [*short, *planned, *staged.unplanned]
+    # a group rolled back for being short is not admitted in the same pass (the cycle counted
+    # members that leave now): the next pass decides it whole
+    leaving_groups = {r.group for r in short}
+    held = staged.held | {r.binding for r in found}
+    held |= {d.binding for d in decided if d.group is not None and d.group.name in leaving_groups}
+    plans = {ref: p for ref, p in staged.plans.items() if p.group not in leaving_groups}
+    return Enforcement(tuple(sorted(found, key=lambda r: r.binding)), plans, frozenset(held))
+
+
 def rollbacks(
-    snapshot: Snapshot, leaving: Iterable[str], decisions: Iterable[Decision]
+    snapshot: Snapshot,
+    leaving: Iterable[str],
+    decisions: Iterable[Decision],
+    mapped_of: MappedOf | None = None,
 ) -> tuple[GroupRollback, ...]:
     """The members to take off their clusters this pass, in binding order. ``leaving``: the
     bindings the lifecycle reclaims this pass; the cycle's Preempt decisions leave too.
@@ -69,7 +140,8 @@ def rollbacks(
     Only a shortfall that is seen is acted on: a member leaving now, or one waiting (its binding
     unplaced: a template of the group, or the cycle's Pending or Rejected decision naming the
     group) while fewer than the minimum stay placed. A member whose binding is gone (a
-    finished job deleted) is no reason to stop the others."""
+    finished job deleted) is no reason to stop the others. ``mapped_of`` names the
+    ``spec.groups`` group of a waiting member its template does not name one for."""
     decided = list(decisions)
     gone = set(leaving) | {d.binding for d in decided if d.action == Action.PREEMPT}
     admitted: dict[str, int] = {}
@@ -96,9 +168,14 @@ def rollbacks(
             wanting.add(name)
     if not staying:
         return ()
+    # the spec.groups mapping is read only while a group placed is not known to be short yet
+    unknown = mapped_of if any(name not in wanting for name in staying) else None
     for binding in snapshot.bindings:  # a member waiting (in backoff too) says the group is short
         if not binding.clusters and binding.labels.get(ann.MANAGED) == "true":
-            key = groups.key_of(snapshot.workload_for(binding))
+            workload = snapshot.workload_for(binding)
+            key = groups.key_of(workload)
+            if key is None and workload is not None and unknown is not None:
+                key = groups.key_of(workload, unknown(binding))
             if key is not None:
                 wanting.add(groups.label(key))
     found: list[GroupRollback] = []
@@ -110,19 +187,23 @@ def rollbacks(
 
 
 def plan_rollback(
-    rollback: GroupRollback,
+    rollback: GroupRollback | Unplan,
     binding: Mapping[str, Any],
     mode: Mode | str,
     now: dt.datetime,
     policy_version: str = "",
 ) -> Plan:
-    """Off its clusters, suspended, back in its queue from ``now``; no attempt counted."""
+    """Off its clusters, suspended, back in its queue from ``now``; no attempt counted (an
+    :class:`Unplan`: only the rolled-back plan removed, when the member still carries it)."""
+    if isinstance(rollback, Unplan):
+        return _unplan(rollback, binding)
     if not (binding.get("spec") or {}).get("clusters"):
         return Plan()
     message = rollback.message()
     notes: dict[str, Any] = {
         ann.ADMITTED_GROUP: None,
         ann.ADMITTED_GROUP_MIN: None,
+        ann.GROUP_PLAN: None,
         ann.QUEUED_AT: ann.format_time(now),
         ann.ADMITTED_AT: None,
         ann.ADMITTED_TO: None,
@@ -143,6 +224,14 @@ def plan_rollback(
         status=status,
         event=EventSpec("Warning", ROLLED_BACK, message),
     )
+
+
+def _unplan(change: Unplan, binding: Mapping[str, Any]) -> Plan:
+    notes = (binding.get("metadata") or {}).get("annotations") or {}
+    plan = groupphase.read_plan(notes)
+    if (binding.get("spec") or {}).get("clusters") or plan is None or plan.id != change.plan:
+        return Plan()  # bound meanwhile, or planned again: not this plan's to remove
+    return Plan(patch=patch_of(binding, {ann.GROUP_PLAN: None}, None))
 
 
 def _int(notes: Mapping[str, str], key: str) -> int:

@@ -16,10 +16,10 @@ from typing import Any
 
 from engine import annotations as ann
 from engine import dryrun
-from engine.cycle import vectors
+from engine.cycle import groups, vectors
 from engine.cycle.jobcache import JobCache
 from engine.cycle.jobs import AdmittedJob, binding_ref, read_job, workload_ref
-from engine.cycle.model import ClusterAssignment, CycleResult, Decision, QueueReport
+from engine.cycle.model import ClusterAssignment, CycleResult, Decision, GroupState, QueueReport
 from engine.cycle.reasons import Action, Reason
 from engine.fleet.model import BindingView, Snapshot
 from engine.policy.policyset import PolicySet
@@ -102,8 +102,10 @@ def build_view(
         item.update(_times(bindings.get(d.binding)))
         entries[d.binding] = JobEntry(d.binding, d.workload, d.queue, str(item["state"]), item, d)
     if snapshot is not None:
-        for job in _admitted(snapshot, policies, cache, result.now, bindings, entries):
-            entries[job.ref] = _admitted_entry(snapshot, job)
+        admitted = list(_admitted(snapshot, policies, cache, result.now, bindings, entries))
+        states = _running_groups(snapshot, admitted)
+        for job in admitted:
+            entries[job.ref] = _admitted_entry(snapshot, job, states.get(job.ref))
     jobs = tuple(entries[ref] for ref in sorted(entries))
     by_template = {_kind_free(e.workload): e for e in jobs}
     return PassView(result, policies, jobs, entries, by_template)
@@ -125,7 +127,30 @@ def _admitted(
             yield job
 
 
-def _admitted_entry(snapshot: Snapshot, job: AdmittedJob) -> JobEntry:
+def _running_groups(snapshot: Snapshot, admitted: list[AdmittedJob]) -> dict[str, GroupState]:
+    """The group of each job admitted by an earlier pass that is in one, ``Running``: its size
+    and minimum as the cycle reads them (``engine.cycle.groups``), ``present`` its members'
+    bindings."""
+    mapped = {job.ref: job.mapped for job in admitted}
+    keys = {
+        job.ref: key
+        for job in admitted
+        if (key := groups.key_of(snapshot.workload_for(job.binding), job.mapped)) is not None
+    }
+    if not keys:
+        return {}
+    # the cycle's own reading of a group's members and size (engine-private helpers: one
+    # reading for the cycle and the API, rather than a second copy of the rules here)
+    members = groups.members_of(snapshot, set(keys.values()), mapped, set())
+    by_key: dict[groups.Key, GroupState] = {}
+    for key, found in members.items():
+        spec = groups.spec_of(key, found, snapshot)
+        present = len(found.bindings)
+        by_key[key] = GroupState(groups.label(key), spec.size, spec.min, present, groups.RUNNING)
+    return {ref: by_key[key] for ref, key in keys.items()}
+
+
+def _admitted_entry(snapshot: Snapshot, job: AdmittedJob, group: GroupState | None) -> JobEntry:
     binding = job.binding
     ref = binding_ref(binding)
     workload = workload_ref(binding, snapshot.workload_for(binding))
@@ -144,6 +169,7 @@ def _admitted_entry(snapshot: Snapshot, job: AdmittedJob) -> JobEntry:
             ClusterAssignment(name, sum(g.count for g in job.pods.get(name, ())) or replicas)
             for name, replicas in binding.clusters
         ),
+        group=group,
     )
     item = decision.to_json()
     item["action"] = None  # this pass decided nothing about it

@@ -49,6 +49,7 @@ from engine.gcpause import collector_paused
 from engine.policy.policyset import PolicySet
 from reconciler import groupplan, lifecycle
 from reconciler.apply import GROUP, VERSION, Applier, Outcome, utc_now
+from reconciler.groupphase import PLANNED, MemberPlan, Unplan
 from reconciler.informer import Key
 from reconciler.informers import Informers
 from reconciler.passes import Attempt, PassSummary, Write, what_of
@@ -208,9 +209,15 @@ class Reconciler:
             self.last_result = result
             self.last_snapshot = snapshot
             summary = PassSummary(result.policy_version, len(result.decisions))
-            # a group placed below its minimum leaves whole (reconciler.groupplan)
-            back = groupplan.rollbacks(snapshot, changes.reclaimed, result.decisions)
-            skip = changes.reclaimed | {r.binding for r in back}
+            # a group placed below its minimum, or a group plan half-applied that cannot be
+            # completed, leaves whole; a group is bound in two phases (reconciler.groupplan)
+            mapped_of = groupplan.mapped_source(snapshot, policies, self.cache, moment)
+            grouped = groupplan.enforcement(
+                snapshot, changes.reclaimed, result.decisions, result.policy_version, moment,
+                mapped_of,
+            )  # fmt: skip
+            back = grouped.rollbacks
+            skip = changes.reclaimed | grouped.held
             self._transitions(changes, result, summary, skip)
             self._write_all([self._roll_back(r, result.policy_version) for r in back], summary)
             enforced = [d for d in result.decisions if d.binding not in skip]
@@ -219,7 +226,8 @@ class Reconciler:
             if self.gate is None or self.gate():
                 send, settled = self.settled.split(enforced, result.policy_version, self._settled)
             summary.unchanged += settled
-            writes = [self._enforce(d, result.policy_version) for d in send]
+            send, planned = self._plan_groups(send, grouped.plans, summary)
+            writes = [self._enforce(d, result.policy_version, planned.get(d.binding)) for d in send]
             self.settled.record(send, self._write_all(writes, summary), result.policy_version)
             summary.seconds = time.perf_counter() - started
             self.passes += 1
@@ -255,15 +263,52 @@ class Reconciler:
                 else:
                     summary.requeued += 1
 
-    def _roll_back(self, change: groupplan.GroupRollback, policy_version: str) -> Write:
+    def _roll_back(self, change: groupplan.GroupRollback | Unplan, policy_version: str) -> Write:
         write = partial(self.applier.rollback, change, policy_version=policy_version)
-        return change.binding, groupplan.ROLLED_BACK, write
+        what = groupplan.PLAN_CLEARED if isinstance(change, Unplan) else groupplan.ROLLED_BACK
+        return change.binding, what, write
 
-    def _enforce(self, decision: Decision, policy_version: str) -> Write:
+    def _plan_groups(
+        self, send: list[Decision], plans: Mapping[str, MemberPlan], summary: PassSummary
+    ) -> tuple[list[Decision], dict[str, Mapping[str, Any]]]:
+        """Phase 1 of binding a group (reconciler.groupphase): its plan on every member admitted
+        with it. The decisions left to send (no member of a group any plan write of which did
+        not go through) and the binding each planned member's Admit is made on."""
+        admits = [d for d in send if d.binding in plans]
+        if not admits:
+            return send, {}
+        written: dict[str, Mapping[str, Any]] = {}
+
+        def write(member: MemberPlan, ref: str, binding: Mapping[str, Any]) -> Outcome:
+            outcome, written[ref] = self.applier.write_plan(member, binding)
+            return outcome
+
+        attempts = self._write_all(
+            [(d.binding, PLANNED, partial(write, plans[d.binding], d.binding)) for d in admits],
+            summary,
+        )
+        sent = {d.binding for d in admits}
+        failed = {p.group for ref, p in plans.items() if ref not in sent}  # one held back
+        failed |= {
+            plans[a.ref].group
+            for a in attempts
+            if a.outcome not in (Outcome.APPLIED, Outcome.UNCHANGED)
+        }
+        kept = [d for d in send if d.binding not in plans or plans[d.binding].group not in failed]
+        summary.skipped += len(send) - len(kept)
+        return kept, written
+
+    def _enforce(
+        self, decision: Decision, policy_version: str, planned: Mapping[str, Any] | None = None
+    ) -> Write:
+        """The decision's write, on the cached binding or (a group member, phase 2) on the
+        binding its plan write left."""
         return (
             decision.binding,
             str(decision.action),
-            lambda b: self.applier.apply(decision, b, policy_version=policy_version),
+            lambda b: self.applier.apply(
+                decision, b if planned is None else planned, policy_version=policy_version
+            ),
         )
 
     def _write_all(self, writes: Sequence[Write], summary: PassSummary) -> list[Attempt]:

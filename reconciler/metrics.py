@@ -8,8 +8,9 @@ transitions that a pass *wrote*: an admission or a preemption is counted when th
 outcome for it was ``Applied`` (``PassSummary.applied_to``), so a pass that decides the same
 thing again and finds it already written (``Unchanged``), a 409, a skipped binding or a replica
 that does not lead counts nothing, and every admission is counted exactly once.
-A job the lifecycle reclaims after a failure (``reconciler.lifecycle``) is counted as
-evicted the same way, from the write the loop records for it.
+A job the lifecycle reclaims after a failure (``reconciler.lifecycle``), and a member of a
+group rolled back with the rest (``reconciler.groupplan``, reason ``GroupRolledBack``), is
+counted as evicted the same way, from the write the loop records for it.
 
 Kueue's names, with ``fleetgate_`` for ``kueue_`` and ``queue`` for ``cluster_queue``:
 ``kueue_pending_workloads`` → ``fleetgate_pending_jobs``, ``kueue_admitted_active_workloads`` →
@@ -36,11 +37,14 @@ from prometheus_client.registry import Collector
 
 from engine import annotations as ann
 from engine.cycle.jobcache import JobCache
+from engine.cycle.jobmapping import map_job
 from engine.cycle.jobs import AdmittedJob, PendingJob, read_job
+from engine.cycle.jobvalues import JobValues
 from engine.cycle.model import CycleResult
 from engine.cycle.reasons import Action
 from engine.fleet.model import BindingView, Snapshot
 from engine.policy.policyset import PolicySet
+from reconciler.groupplan import ROLLED_BACK
 from reconciler.lifecycle import Trigger
 
 if TYPE_CHECKING:
@@ -54,6 +58,8 @@ PASS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 PREEMPTED = "Preempted"  # the eviction reason of a preemption victim (Kueue's too)
 IN_QUEUE, RECLAIM = "InQueue", "Reclaim"  # why a job was preempted, from the preemptor's view
 TRIGGERS = frozenset(str(t) for t in Trigger)  # what the loop records for a lifecycle reclaim
+# … and for a member of a group taken off its clusters with the rest (reconciler.groupplan)
+EVICTING = TRIGGERS | {ROLLED_BACK}
 OUTCOMES = ("applied", "unchanged", "conflicts", "gone", "skipped", "errors")
 
 
@@ -114,8 +120,8 @@ class ReconcilerMetrics:
         self.evictions = Counter(
             "fleetgate_evicted_jobs",
             "Admitted jobs whose clusters were emptied, by their queue and reason (Preempted, "
-            "or the lifecycle trigger: FailedOnMember, Unhealthy, ClusterNotReady, "
-            "StartupTimeout).",
+            "the lifecycle trigger: FailedOnMember, Unhealthy, ClusterNotReady, "
+            "StartupTimeout, or GroupRolledBack: a member of a group taken off with the rest).",
             ["queue", "reason"],
             registry=self.registry,
         )
@@ -168,7 +174,7 @@ class ReconcilerMetrics:
             queue = preemptor.queue if preemptor is not None else ""
             self.preemptions.labels(queue, IN_QUEUE if queue == victim.queue else RECLAIM).inc()
             self.evicted(victim.queue, PREEMPTED)
-        reclaimed = [(ref, what) for ref, what in summary.applied_to if what in TRIGGERS]
+        reclaimed = [(ref, what) for ref, what in summary.applied_to if what in EVICTING]
         if reclaimed:
             queues = _queues_of([ref for ref, _ in reclaimed], result.now, snapshot, policies)
             for ref, trigger in reclaimed:
@@ -224,9 +230,19 @@ def _queues_of(
     found: dict[str, str] = {}
     for ref in refs:
         binding = bindings.get(ref)
-        job = read_job(snapshot, policies, cache, now, binding) if binding is not None else None
+        if binding is None:
+            continue
+        job = read_job(snapshot, policies, cache, now, binding)
         if isinstance(job, AdmittedJob | PendingJob):
             found[ref] = job.mapped.queue
+            continue
+        # a job that failed on its member is finished, not admitted: its mapping says the queue
+        workload = snapshot.workload_for(binding)
+        name = workload.priority_class_name if workload is not None else None
+        priority = cache.priority_value(snapshot, name)
+        if workload is not None and priority is not None:
+            values = JobValues(workload, priority)
+            found[ref] = map_job(policies, cache, binding, values, priority, now).queue
     return found
 
 

@@ -120,7 +120,9 @@ def _admit(
     if decision.group is not None:  # the record reconciler.groupplan keeps the group whole by
         notes[ann.ADMITTED_GROUP] = decision.group.name
         notes[ann.ADMITTED_GROUP_MIN] = str(decision.group.min)
-    event = EventSpec("Normal", "Admitted", f"admitted to {', '.join(names)}: {decision.message}")
+    else:  # admitted alone: a group plan left from before (reconciler.groupphase) is stale
+        notes[ann.GROUP_PLAN] = None
+    event = EventSpec("Normal", "Admitted", _admitted_text(names, decision.message))
     if mode == Mode.RELEASE:
         if not suspended:
             return Plan()  # already released: Karmada's scheduler owns it now
@@ -168,6 +170,7 @@ def _preempt(
         ann.PENDING: f"{Reason.PREEMPTED}: {decision.message}",
         ann.ADMITTED_GROUP: None,
         ann.ADMITTED_GROUP_MIN: None,
+        ann.GROUP_PLAN: None,
     }
     if policy_version:
         notes[ann.POLICY_VERSION] = policy_version
@@ -257,6 +260,8 @@ def _reclaim(change: Reclaim, binding: Mapping[str, Any], mode: Mode, policy_ver
     if not (binding.get("spec") or {}).get("clusters"):
         return Plan()  # already off its clusters
     summary = change.summary()
+    group = ((binding.get("metadata") or {}).get("annotations") or {}).get(ann.ADMITTED_GROUP)
+    told = f"{summary} (a member of group {group}, admitted with it)" if group else summary
     notes: dict[str, Any] = {
         ann.ATTEMPTS: str(change.attempts),
         ann.EXCLUDED_CLUSTERS: ",".join(
@@ -271,11 +276,12 @@ def _reclaim(change: Reclaim, binding: Mapping[str, Any], mode: Mode, policy_ver
         ann.NOMINATED_CLUSTER: None,
         ann.ADMITTED_GROUP: None,
         ann.ADMITTED_GROUP_MIN: None,
+        ann.GROUP_PLAN: None,
     }
     if change.backoff_until is None:
         notes |= {ann.GAVE_UP: summary, ann.BACKOFF_UNTIL: None}
         notes[ann.PENDING] = f"{Reason.GAVE_UP}: {summary}"
-        event = EventSpec("Warning", "GaveUp", summary)
+        event = EventSpec("Warning", "GaveUp", told)
         status = StatusUpdate("False", "FleetgateGaveUp", summary, scheduled=False)
     else:
         until = ann.format_time(change.backoff_until)
@@ -285,7 +291,7 @@ def _reclaim(change: Reclaim, binding: Mapping[str, Any], mode: Mode, policy_ver
             f"{Reason.BACKOFF}: requeued after attempt {change.attempts}; "
             f"not considered before {until}"
         )
-        event = EventSpec("Warning", "Requeued", summary)
+        event = EventSpec("Warning", "Requeued", told)
         status = StatusUpdate("False", "FleetgateRequeued", summary, scheduled=False)
     if policy_version:
         notes[ann.POLICY_VERSION] = policy_version
@@ -352,3 +358,12 @@ def status_patch(
         body["schedulerObservedGeneration"] = generation
         body["lastScheduledTime"] = stamp
     return {"metadata": {"resourceVersion": str(meta.get("resourceVersion", ""))}, "status": body}
+
+
+def _admitted_text(names: list[str], said: str) -> str:
+    """The Admitted Event's message: the cycle's own when it already says where (``admitted to
+    gpu-east at cost 39.2``, ``split across …``), else the clusters and what the cycle said."""
+    if said.startswith(("admitted to ", "split across ")):
+        return said
+    where = f"admitted to {', '.join(names)}"
+    return f"{where}: {said}" if said else where

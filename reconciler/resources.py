@@ -51,6 +51,9 @@ CLUSTER_PROPAGATION_POLICIES = Resource(
     False,
 )
 PRIORITY_CLASSES = Resource("scheduling.k8s.io", ("v1",), "priorityclasses", "PriorityClass", False)
+# volcano-global's HyperJob: never bound, read for the size of its children's group (optional,
+# like every kind: a server without the CRD answers 404, and the informer counts it empty)
+HYPERJOBS = Resource("training.volcano.sh", ("v1alpha1",), "hyperjobs", "HyperJob", True)
 FLEET_RESOURCES = (
     RESOURCE_BINDINGS,
     CLUSTER_RESOURCE_BINDINGS,
@@ -58,6 +61,7 @@ FLEET_RESOURCES = (
     PROPAGATION_POLICIES,
     CLUSTER_PROPAGATION_POLICIES,
     PRIORITY_CLASSES,
+    HYPERJOBS,
 )
 
 

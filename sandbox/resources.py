@@ -276,6 +276,20 @@ class Registry:
         return [rt for rt in self._types if rt.group == group and version in rt.versions]
 
 
+# volcano-global's HyperJob (its docs/deploy/training.volcano.sh_hyperjobs.yaml): Karmada never
+# binds it, but fleetgate reads it to size its children's co-admission group.
+HYPERJOB_TYPE = _single(
+    "training.volcano.sh",
+    "v1alpha1",
+    "HyperJob",
+    "hyperjobs",
+    True,
+    ("hyperjob", "hj"),
+    status_subresource=True,
+)
+
+
 def default_registry() -> Registry:
-    """Platform kinds, Karmada's kinds and every job kind fleetgate reads."""
-    return Registry(PLATFORM_TYPES + job_types())
+    """Platform kinds, Karmada's kinds, volcano-global's HyperJob and every job kind fleetgate
+    reads."""
+    return Registry((*PLATFORM_TYPES, HYPERJOB_TYPE, *job_types()))

@@ -27,6 +27,7 @@ from engine.cycle import (
     explain,
     groups,
     groups_place,
+    groups_preempt,
     preemption,
     ranking,
     vectors,
@@ -136,7 +137,7 @@ class Cycle:
         strict = {name for name in by_leaf if self._strict(name)}
         while (pick := self.order.next()) is not None:
             leaf_name, job = pick
-            # 5.–7. quota, placement, preemption (a group: quota and placement, together)
+            # 5.–7. quota, placement, preemption (a group: all three, for the group as a whole)
             leaf = self.quota.nodes[leaf_name]
             unit = self.units.get(job.ref) if self.units else None
             admitted = self._consider_group(unit, leaf) if unit else self._consider(job, leaf)
@@ -296,8 +297,11 @@ class Cycle:
         outcome = groups_place.consider(
             unit, leaf, self.quota, self.placer, self.clusters, gang.admit_on
         )
-        for job, reason, message, extra in outcome.decisions:
+        found = groups_preempt.attempt(self, unit, leaf, outcome)  # None: nobody preempted
+        for job, reason, message, extra in (found.outcome if found else outcome).decisions:
             self._decide(job, reason, message, **extra)
+        for victim, member, reclaim in found.victims if found else ():
+            self.decisions.append(explain.for_victim(victim, member, reclaim))
         groups.settle(self.group_states, unit, outcome.state)
         if not outcome.admitted:
             return False

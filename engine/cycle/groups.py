@@ -125,7 +125,7 @@ class Formation:
 
 
 @dataclass
-class _Members:
+class Members:
     bindings: dict[str, BindingView] = field(default_factory=dict)  # binding ref → binding
     workloads: list[Workload] = field(default_factory=list)  # their templates
     sizes: set[tuple[str, str]] = field(default_factory=set)  # (size, min) the members say
@@ -151,7 +151,7 @@ def form(
     grouped = [job for job in pending if job.grouped]
     mapped = {job.ref: job.mapped for job in [*grouped, *admitted]}
     ungrouped = {id(job.binding) for job in pending if not job.grouped}  # not members
-    members = _index(snapshot, set(keys.values()), mapped, ungrouped)
+    members = members_of(snapshot, set(keys.values()), mapped, ungrouped)
     by_group: dict[Key, list[PendingJob]] = {}
     for job in eligible:
         if job.grouped and job.ref in keys:
@@ -161,7 +161,7 @@ def form(
     for key in sorted(by_group):
         jobs = sorted(by_group[key], key=lambda j: (j.order_key, j.ref))
         found = members[key]
-        spec = _spec(key, found, snapshot)
+        spec = spec_of(key, found, snapshot)
         present = len(found.bindings)
         state = GroupState(label(key), spec.size, spec.min, present, WAITING)
         placed = {ref: b for ref, b in found.bindings.items() if _placed(b)}
@@ -176,7 +176,7 @@ def form(
             formed.decisions += [(job, problem[0], message) for job in jobs]
         else:
             taken = frozenset(name for b in placed.values() for name, _ in b.clusters)
-            counted = jobs if admit_on == AdmitOn.ALL else _smallest(jobs, spec.min - len(placed))
+            counted = jobs if admit_on == AdmitOn.ALL else smallest(jobs, spec.min - len(placed))
             demand = vectors.total((j.demand, 1) for j in counted)
             representative = replace(jobs[0], demand=demand)
             unit = Unit(key, spec, tuple(jobs), len(placed), taken, present, representative)
@@ -188,12 +188,12 @@ def form(
     return formed
 
 
-def _index(
+def members_of(
     snapshot: Snapshot, wanted: set[Key], mapped: Mapping[str, Mapped], ungrouped: set[int]
-) -> dict[Key, _Members]:
+) -> dict[Key, Members]:
     """The members of the ``wanted`` groups present in the snapshot: bindings and templates
     (``ungrouped``: ids of the bindings of pending jobs known to be in no group)."""
-    found = {key: _Members() for key in wanted}
+    found = {key: Members() for key in wanted}
     for binding in snapshot.bindings:
         if id(binding) in ungrouped:
             continue
@@ -216,7 +216,7 @@ def _placed(binding: BindingView) -> bool:
     return bool(binding.clusters) and ann.READMIT not in binding.annotations
 
 
-def _spec(key: Key, found: _Members, snapshot: Snapshot) -> Spec:
+def spec_of(key: Key, found: Members, snapshot: Snapshot) -> Spec:
     spreads = {w.annotations.get(ann.GROUP_SPREAD, "").strip() for w in found.workloads} - {""}
     if key[0] == HYPERJOB:
         owner = snapshot.hyperjobs.get((key[1], key[2]))
@@ -262,7 +262,7 @@ def _problem(
     present: int,
     jobs: Sequence[PendingJob],
     pending: Mapping[str, PendingJob],
-    found: _Members,
+    found: Members,
 ) -> tuple[Reason, str] | None:
     if spec.error:
         return Reason.INVALID_GROUP, spec.error
@@ -291,7 +291,7 @@ def _unavailable(spec: Spec, present: int, refs: Sequence[str]) -> str:
     )
 
 
-def _smallest(jobs: Sequence[PendingJob], count: int) -> list[PendingJob]:
+def smallest(jobs: Sequence[PendingJob], count: int) -> list[PendingJob]:
     """The ``count`` members of least demand (by the sum of their milli-amounts)."""
     ordered = sorted(jobs, key=lambda j: (sum(j.demand.values()), j.order_key, j.ref))
     return ordered[: max(count, 1)]
@@ -313,8 +313,8 @@ def _short(job: PendingJob) -> str:
 
 def preemptible(admitted: Sequence[AdmittedJob], snapshot: Snapshot) -> list[AdmittedJob]:
     """The admitted jobs a preemption may take: not a member of a group, which would leave the
-    rest of its group running without it (a group is to be taken whole or not at all, and
-    whole groups are not taken yet)."""
+    rest of its group running without it, perhaps below its minimum. A group is taken whole or
+    not at all, and for now not at all (``groups_preempt`` keeps to these victims too)."""
     return [j for j in admitted if key_of(snapshot.workload_for(j.binding), j.mapped) is None]
 
 

@@ -14,9 +14,11 @@
    fit checks); beyond it, FFD may miss an assignment that needed a different choice early
    (a large member on the cluster a later, more constrained member needed).
 3. The unit is admitted when at least its needed members fit at once (and, with MinMember,
-   their quota); otherwise nothing is taken, and every member gets the same reason with the
-   best attempt per cluster. A group does not preempt yet: it waits; and a running member is
-   never a victim (``groups.preemptible``; docs/multi-cluster-training.md).
+   their quota: when the most members at once are beyond it, the members it counts are
+   searched alone); otherwise nothing is taken, and every member gets the same reason with the
+   best attempt per cluster; ``engine.cycle.groups_preempt`` may then find victims that let
+   its minimum in as a whole. A running member is never a victim (``groups.preemptible``;
+   docs/multi-cluster-training.md).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from typing import Any, Protocol
 
 from engine.cycle import vectors
 from engine.cycle.capacity import ClusterState
-from engine.cycle.groups import ADMITTED, PENDING, Unit, label
+from engine.cycle.groups import ADMITTED, PENDING, Unit, label, smallest
 from engine.cycle.jobs import PendingJob, pod_key
 from engine.cycle.placement_memo import Candidates
 from engine.cycle.quota import QuotaNode, QuotaTree
@@ -89,12 +91,14 @@ def consider(
     miss = quota.check(leaf, total)
     if miss is not None:
         return _all(unit, miss.reason, f"group {name}: {miss.message}")
-    members = _members(unit, placer, clusters)
-    order = sorted(members, key=lambda m: _hardness(m, clusters))
+    members = members_of(unit, placer, clusters)
+    order = sorted(members, key=lambda m: hardness(m, clusters))
     best = _search(order, clusters, unit.taken, unit.spec.spread)
     placed = [(order[i], where) for i, where in best]
     if admit_on == AdmitOn.MIN_MEMBER:
         placed = _within_quota(placed, quota, leaf)
+        if len(best) >= unit.needed > len(placed):
+            placed = _counted_alone(unit, order, clusters) or placed
     if len(placed) >= unit.needed:
         fitted = {order[i].job.ref for i, _ in best}
         return _admit(unit, placed, members, quota, leaf, clusters, fitted)
@@ -105,7 +109,7 @@ def consider(
     return _refuse(unit, order, best, clusters)
 
 
-def _members(unit: Unit, placer: Placing, clusters: Mapping[str, ClusterState]) -> list[_Member]:
+def members_of(unit: Unit, placer: Placing, clusters: Mapping[str, ClusterState]) -> list[_Member]:
     found = []
     for job in unit.members:
         key = placer.job_key(job)
@@ -119,7 +123,7 @@ def _members(unit: Unit, placer: Placing, clusters: Mapping[str, ClusterState]) 
     return found
 
 
-def _hardness(member: _Member, clusters: Mapping[str, ClusterState]) -> tuple[Any, ...]:
+def hardness(member: _Member, clusters: Mapping[str, ClusterState]) -> tuple[Any, ...]:
     """Most constrained first, then largest (dominant share of the clusters it may use)."""
     share = 0.0
     for r, v in member.job.demand.items():
@@ -195,6 +199,18 @@ def _first_fit(
             used.add(name)
             break
     return chosen
+
+
+def _counted_alone(
+    unit: Unit, order: Sequence[_Member], clusters: Mapping[str, ClusterState]
+) -> list[tuple[_Member, str]]:
+    """With MinMember, the members the quota counts (the needed ones of least demand, whose
+    demand passed it) placed on their own, when they all fit at once (else empty): the most
+    members at once may be larger ones, beyond the quota."""
+    counted = {j.ref for j in smallest(unit.members, unit.needed)}
+    few = [m for m in order if m.job.ref in counted]
+    found = _search(few, clusters, unit.taken, unit.spec.spread)
+    return [(few[i], where) for i, where in found] if len(found) >= unit.needed else []
 
 
 def _within_quota(

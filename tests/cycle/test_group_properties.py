@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from engine import annotations as ann
 from engine.cycle.cycle import run_cycle
 from engine.cycle.model import Decision
-from engine.cycle.reasons import Action
+from engine.cycle.reasons import Action, Reason
 from tests.cycle import builders
 from tests.cycle.test_groups import loader, member, snapshot  # noqa: F401 (fixture)
 
@@ -180,3 +180,69 @@ def test_every_member_is_decided_and_a_refused_group_says_one_thing(
         for m in pending:
             group_state = decisions[m].group
             assert group_state is not None and group_state.size == group["size"]
+
+
+@st.composite
+def contested_fleets(draw: st.DrawFn) -> dict[str, Any]:
+    """``fleets`` where groups have priorities, lone jobs of several priorities run, and the
+    queue preempts lower priorities (with its ``max``, so quota as well as room may be short);
+    now and then it also has a guarantee and reclaims from queue ``o``, whose jobs borrow."""
+    fleet = draw(fleets())
+    reclaim = draw(st.booleans())
+    names = [c["name"] for c in fleet["clusters"]]
+    priorities = {g: draw(st.sampled_from([0, 100, 100])) for g in fleet["groups"]}
+    for job in fleet["jobs"]:
+        group = next((g for g, v in fleet["groups"].items() if job["name"] in v["members"]), None)
+        if group is not None:
+            job["priority"] = priorities[group]
+    for r in range(draw(st.integers(1, 6))):
+        queue = draw(st.sampled_from(["q", "o", "o"])) if reclaim else "q"
+        job = {"name": f"r{r}", "queue": queue, "pods": draw(st.integers(1, 2))}
+        job.update(pod={"nvidia.com/gpu": 8}, at=draw(st.integers(0, 30)))
+        job.update(
+            priority=draw(st.sampled_from([0, 0, 50, 150])), admitted=draw(st.sampled_from(names))
+        )
+        fleet["jobs"].append(job)
+    keep_running_within_capacity(fleet["clusters"], fleet["jobs"])
+    queue = fleet["policies"][0]
+    queue["spec"] = {**queue["spec"], "preemption": {"withinQueue": "LowerPriority"}}
+    if reclaim:
+        queue["spec"]["guarantee"] = {"nvidia.com/gpu": queue["spec"]["max"]["nvidia.com/gpu"]}
+        queue["spec"]["preemption"]["reclaim"] = "Any"
+        other = {"guarantee": {"nvidia.com/gpu": 8}}
+        fleet["policies"].append({"kind": "Queue", "metadata": {"name": "o"}, "spec": other})
+    return fleet
+
+
+@settings(max_examples=100, deadline=None)
+@given(fleet=contested_fleets())
+def test_a_group_preempts_only_victims_without_which_its_minimum_places(
+    fleet: dict[str, Any], policies_of: Callable
+) -> None:
+    decisions = run(fleet, policies_of)
+    jobs = {j["name"]: j for j in fleet["jobs"]}
+    members = {m for group in fleet["groups"].values() for m in group["members"]}
+    victims = {n for n, d in decisions.items() if d.action == Action.PREEMPT}
+    assert not victims & members, f"a running member of a group was preempted: {victims}"
+    for name, group in fleet["groups"].items():
+        refs = {f"team/{m}-pytorchjob" for m in group["members"]}
+        taken = {n for n in victims if decisions[n].preemptor in refs}
+        pending = [m for m in group["members"] if "admitted" not in jobs[m]]
+        said = {decisions[m].reason for m in pending}
+        if not taken:
+            assert Reason.PREEMPTING not in said or len(said) == 1, (name, said)
+            continue
+        assert said == {Reason.PREEMPTING}, f"{name}: victims {taken} but its members say {said}"
+        lowest = min(jobs[m].get("priority", 0) for m in group["members"])
+        within = [v for v in taken if jobs[v]["queue"] == "q"]  # the others are reclaimed
+        assert all(jobs[v].get("priority", 0) < lowest for v in within), (name, taken)
+        # the next cycle, with those victims gone and no other job waiting: the minimum places
+        kept = [j for j in fleet["jobs"] if j["name"] not in taken]
+        kept = [j for j in kept if "admitted" in j or j["name"] in group["members"]]
+        again = run({**fleet, "jobs": kept}, policies_of)
+        admitted = [m for m in pending if admits(again.get(m))]
+        running = len(group["members"]) - len(pending)
+        assert admitted and len(admitted) + running >= group["min"], (
+            f"{name}: preempted {sorted(taken)}, then admitted {admitted} (+{running} running), "
+            f"minimum {group['min']}: {[again[m].message for m in pending]}"
+        )

@@ -92,6 +92,16 @@ class ScriptedApplier:
     ) -> Outcome:
         return self._answer(change.binding, type(change).__name__)
 
+    def write_plan(
+        self, member: Any, binding: Mapping[str, Any]
+    ) -> tuple[Outcome, Mapping[str, Any]]:
+        """Phase 1 of a group's binding (reconciler.groupphase), answered like the rest."""
+        meta = binding.get("metadata") or {}
+        ref = (
+            f"{meta.get('namespace')}/{meta.get('name')}" if meta.get("namespace") else meta["name"]
+        )
+        return self._answer(ref, "GroupPlanned"), binding
+
     def _answer(self, ref: str, what: str) -> Outcome:
         if self.answer is not None:
             outcome = self.answer

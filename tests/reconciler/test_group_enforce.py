@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import itertools
+import re
 from typing import Any
 
 import kubernetes
@@ -24,6 +26,7 @@ from engine.policy.reload import PolicyHolder
 from reconciler import groupplan
 from reconciler.loop import Reconciler
 from reconciler.plan import plan
+from sandbox import errors
 from sandbox.karmada.names import DURATION_ANNOTATION
 from tests.conftest import REPO
 from tests.cycle import builders
@@ -184,14 +187,28 @@ def test_a_group_of_two_is_bound_in_one_pass_with_its_record(custom, karmada, re
         assert (notes[ann.ADMITTED_GROUP], notes[ann.ADMITTED_GROUP_MIN]) == (GROUP, "2")
 
 
-def crash_between_members(custom, karmada, rec, clock, faults) -> None:
-    """The group's pass dies after member a's write: b's spec patch fails as a dying
-    reconciler's would never have been sent."""
+def fail_patch(sandbox, job: str, *nth: int) -> None:
+    """The ``nth`` spec patches (counted from 1) of ``job``'s binding answer 500, as the
+    writes of a dying reconciler would never have been sent; the others go through. The first
+    patch of a group member in a pass is its plan (phase 1), the second its Admit (phase 2)."""
+    seen = itertools.count(1)
+    path = re.compile(f"/resourcebindings/{job}-pytorchjob$")
+
+    def hook(method: str, where: str, _query: dict[str, str]) -> None:
+        if method == "PATCH" and path.search(where) and next(seen) in nth:
+            raise errors.StatusError(errors.status(500, "InternalError", "injected: died"))
+
+    sandbox.request_hooks.append(hook)
+
+
+def crash_between_members(custom, karmada, rec, clock, sandbox) -> None:
+    """The group's pass dies after member a's Admit: both plans were written (phase 1), b's
+    Admit fails as a dying reconciler's would never have been sent."""
     submit_member(custom, "a")
     submit_member(custom, "b")
     karmada.run_once(clock())
     caught_up(rec, custom)
-    faults.fail_requests(500, method="PATCH", path="/resourcebindings/b-pytorchjob$", count=1)
+    fail_patch(sandbox, "b", 2)
     summary = rec.run_once()
     assert summary.errors == 1, summary
     assert bound(custom) == [True, False]
@@ -199,9 +216,9 @@ def crash_between_members(custom, karmada, rec, clock, faults) -> None:
 
 
 def test_a_restarted_reconciler_completes_a_half_written_group_that_still_fits(
-    api_client, custom, karmada, rec, clock, faults
+    api_client, custom, karmada, rec, clock, sandbox
 ):
-    crash_between_members(custom, karmada, rec, clock, faults)
+    crash_between_members(custom, karmada, rec, clock, sandbox)
     rec.stop()
     restarted = fresh(api_client, clock)
     try:
@@ -213,9 +230,9 @@ def test_a_restarted_reconciler_completes_a_half_written_group_that_still_fits(
 
 
 def test_a_restarted_reconciler_rolls_back_a_half_written_group_that_cannot_complete(
-    api_client, custom, core, karmada, rec, clock, faults
+    api_client, custom, core, karmada, rec, clock, sandbox
 ):
-    crash_between_members(custom, karmada, rec, clock, faults)
+    crash_between_members(custom, karmada, rec, clock, sandbox)
     rec.stop()
     # b can no longer be considered now (a backoff written meanwhile): the group cannot complete
     later = ann.format_time(clock() + dt.timedelta(hours=1))
@@ -230,6 +247,10 @@ def test_a_restarted_reconciler_rolls_back_a_half_written_group_that_cannot_comp
         notes = notes_of(custom, "a")
         assert ann.ADMITTED_GROUP not in notes and ann.ATTEMPTS not in notes
         assert groupplan.ROLLED_BACK in dict(events(core, "a"))
+        assert ann.GROUP_PLAN in notes_of(custom, "b")  # kept until a is off its clusters
+        summary = step(karmada, restarted, custom, clock)  # then b's plan is removed
+        assert (f"{NS}/b-pytorchjob", groupplan.PLAN_CLEARED) in summary.applied_to, summary
+        assert ann.GROUP_PLAN not in notes_of(custom, "b")
         step(karmada, restarted, custom, clock)  # level-triggered: nothing left to undo
         assert bound(custom) == [False, False]
     finally:

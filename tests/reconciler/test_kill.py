@@ -13,12 +13,19 @@ child processes against it.
   held the Lease), none was lost (every job ran to success), and nothing stays reserved (every
   binding's admission annotations named exactly its clusters; two gangs of 24 GPUs, the queue's
   whole maximum, are admitted together at the end).
+  Interleaved with the jobs, co-admission groups (issue 21) of one-GPU PyTorchJobs, annotated
+  ``fleetgate.io/group``: sizes 2 to 4, some with a smaller ``group-min``, some spread over
+  the fleet's two GPU clusters; every other SIGKILL comes the moment a group member is bound
+  (the rest of its group's writes may not be sent yet). No group is left partly bound (a
+  member stays bound only if its group gets to its minimum placed, else a GroupRolledBack
+  write takes it off again), every group's members run to success, and a member is bound
+  once, or bound, rolled back and bound again: nothing else.
 - The two-replica test: two replicas with leader election; the leader is SIGKILLed, the other
   takes over; the record of writes shows that every binding write was made by the replica that
   held the Lease at that moment (the lease terms rebuilt from the Lease writes in commit order).
 
 Wall time is printed (``-s``); ``KILL_TEST_JOBS`` and ``KILL_TEST_KILLS`` change the number of
-jobs (1000) and of SIGKILLs (12).
+jobs (1000) and of SIGKILLs (12); ``KILL_TEST_GROUPS`` the number of groups (12).
 """
 
 from __future__ import annotations
@@ -43,26 +50,35 @@ from engine.members import Fleet, load_fleet
 from sandbox.clock import ScaledClock
 from sandbox.karmada import KarmadaControllers
 from sandbox.karmada.controllers import Timings
-from sandbox.karmada.names import DURATION_ANNOTATION
 from sandbox.server import Sandbox
 from sandbox.store import Store
 from sandbox.watch import WatchEvent
 from sandbox.writelog import LEASES, WriteLog
 from tests.conftest import REPO
 from tests.reconciler.conftest import time_limit
+from tests.reconciler.killjobs import (
+    NS,
+    RECONCILER,
+    Group,
+    Move,
+    binding_name,
+    gang,
+    group_violations,
+    groups_among,
+    small_job,
+)
 from tests.reconciler.serveproc import ELECTION, ServeProcess
 from tests.reconciler.test_loop import seed
-from tests.sandbox.test_webhooks import fleetgate_webhook, pytorchjob, register
+from tests.sandbox.test_webhooks import fleetgate_webhook, register
 
-NS = "research"
 RB_KEY = "resourcebindings.work.karmada.io"
 KUBEFLOW = ("kubeflow.org", "v1", NS, "pytorchjobs")
 RB = ("work.karmada.io", "v1alpha2", NS, "resourcebindings")
 SPEED = 60.0
 JOBS = int(os.environ.get("KILL_TEST_JOBS", "1000"))
 KILLS = int(os.environ.get("KILL_TEST_KILLS", "12"))
+GROUPS = int(os.environ.get("KILL_TEST_GROUPS", "12"))
 OUTSTANDING = 120  # jobs submitted and not finished yet, at most
-RECONCILER = "fleetgate-reconciler/"
 
 
 @dataclass
@@ -75,6 +91,12 @@ class Admissions:
     finished: set[str] = field(default_factory=set)
     # finished bindings whose admission annotations do not name exactly their clusters
     mismatched: list[str] = field(default_factory=list)
+    # every change of a binding's clusters, in commit order
+    moves: list[Move] = field(default_factory=list)
+    # group members (binding → group name, set before they are submitted); ``mid_group`` is
+    # set when one is bound: a moment to kill the leader at (its group may be half written)
+    group_of: dict[str, str] = field(default_factory=dict)
+    mid_group: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __call__(self, resource: str, event: WatchEvent) -> None:
@@ -86,8 +108,13 @@ class Admissions:
         with self.lock:
             if new != old:
                 self.changed[name] = self.changed.get(name, 0) + 1
+                notes = event.object["metadata"].get("annotations") or {}
+                version = str(event.resource_version)
+                self.moves.append(Move(name, bool(old), bool(new), version, notes.get(ann.PENDING)))
             if new and not old:
                 self.admitted[name] = self.admitted.get(name, 0) + 1
+                if name in self.group_of:
+                    self.mid_group.set()
                 self.versions.setdefault(name, []).append(str(event.resource_version))
             if _succeeded(event.object) and name not in self.finished:
                 self.finished.add(name)
@@ -150,70 +177,56 @@ def world(tmp_path: Path) -> Iterator[World]:
         yield World(sandbox, kubeconfig, api, writes, seen)
 
 
-def small_job(name: str, gpus: int = 1, duration: str = "30s") -> dict[str, Any]:
-    """A PyTorchJob of one master pod of ``gpus`` GPUs that runs ``duration`` (clock time)."""
-    job = pytorchjob(0)
-    job["metadata"]["name"] = name
-    job["metadata"]["annotations"] = {DURATION_ANNOTATION: duration}
-    specs = job["spec"]["pytorchReplicaSpecs"]
-    del specs["Worker"]
-    resources = specs["Master"]["template"]["spec"]["containers"][0]["resources"]
-    memory = f"{max(8, 80 * gpus)}Gi"
-    resources["requests"] = {"cpu": str(2 * gpus), "memory": memory, "nvidia.com/gpu": str(gpus)}
-    resources["limits"] = {"memory": memory, "nvidia.com/gpu": str(gpus)}
-    job["spec"]["runPolicy"]["schedulingPolicy"]["minAvailable"] = 1
-    return job
-
-
-def gang(name: str) -> dict[str, Any]:
-    """A PyTorchJob of 3 pods of 8 GPUs (8 CPUs and 64Gi each) that runs for an hour."""
-    job = pytorchjob(2)
-    job["metadata"]["name"] = name
-    job["metadata"]["annotations"] = {DURATION_ANNOTATION: "1h"}
-    for spec in job["spec"]["pytorchReplicaSpecs"].values():
-        resources = spec["template"]["spec"]["containers"][0]["resources"]
-        resources["requests"] = {"cpu": "8", "memory": "64Gi", "nvidia.com/gpu": "8"}
-        resources["limits"] = {"memory": "64Gi", "nvidia.com/gpu": "8"}
-    return job
-
-
-def binding_name(job: str) -> str:
-    return f"{job}-pytorchjob"
-
-
 class Submitter(threading.Thread):
-    """Submits ``total`` jobs, keeping at most OUTSTANDING unfinished, and deletes the jobs
-    that finished (their bindings go with them): the caches, and each pass, stay small."""
+    """Submits ``total`` jobs, and the ``groups`` among them (by job index), keeping at most
+    OUTSTANDING unfinished, and deletes the jobs that finished (their bindings go with them; a
+    group's members once all of them finished): the caches, and each pass, stay small."""
 
-    def __init__(self, world: World, total: int, prefix: str) -> None:
+    def __init__(
+        self, world: World, total: int, prefix: str, groups: dict[int, Group] | None = None
+    ) -> None:
         super().__init__(name="submitter", daemon=True)
         self.world, self.total, self.prefix = world, total, prefix
-        self.names: list[str] = []
+        self.groups = groups or {}
+        self.names: list[str] = []  # jobs in no group
+        self.members: dict[str, Group] = {}  # a group member's job name → its group
         self.deleted: set[str] = set()
         self.error: Exception | None = None
         self.stopping = threading.Event()
+
+    @property
+    def submitted(self) -> int:
+        return len(self.names) + len(self.members)
 
     def run(self) -> None:
         custom = self.world.custom
         try:
             for index in range(self.total):
-                while len(self.names) - self.world.seen.done() >= OUTSTANDING:
+                while self.submitted - self.world.seen.done() >= OUTSTANDING:
                     if self.stopping.wait(0.05):
                         return
+                if index in self.groups:
+                    group = self.groups[index]
+                    for job in group.jobs():
+                        custom.create_namespaced_custom_object(*KUBEFLOW, job)
+                        self.members[job["metadata"]["name"]] = group
                 name = f"{self.prefix}-{index:05d}"
                 custom.create_namespaced_custom_object(*KUBEFLOW, small_job(name))
                 self.names.append(name)
                 self.delete_finished(custom)
-            while self.world.seen.done() < self.total and not self.stopping.wait(0.2):
+            while self.world.seen.done() < self.submitted and not self.stopping.wait(0.2):
                 self.delete_finished(custom)
         except Exception as error:  # noqa: BLE001 (reported by the test)
             self.error = error
 
     def delete_finished(self, custom: kubernetes.client.CustomObjectsApi) -> None:
         with self.world.seen.lock:
-            done = [n for n in self.world.seen.finished if n not in self.deleted]
-        for binding in done:
+            finished = set(self.world.seen.finished)
+        for binding in sorted(finished - self.deleted):
             job = binding.removesuffix("-pytorchjob")
+            group = self.members.get(job)
+            if group is not None and any(binding_name(m) not in finished for m in group.members):
+                continue  # a member's binding stays until its group finished: it counts
             custom.delete_namespaced_custom_object(*KUBEFLOW, job)
             self.deleted.add(binding)
 
@@ -259,6 +272,11 @@ def leads_again(world: World, identity: str, since: int, timeout: float = 60) ->
 
 def test_sigkill_at_random_moments_admits_every_job_exactly_once(world: World, tmp_path: Path):
     began = time.monotonic()
+    groups = groups_among(JOBS, GROUPS)
+    total = JOBS + sum(len(g.members) for g in groups.values())
+    world.seen.group_of.update(
+        (binding_name(m), g.name) for g in groups.values() for m in g.members
+    )
     rng = random.Random(18)
     # KILLS moments spread over the run: once so many jobs finished, a random delay into the
     # replica's leadership (mid-pass, mid-write or idle)
@@ -271,13 +289,17 @@ def test_sigkill_at_random_moments_admits_every_job_exactly_once(world: World, t
         # a warm follower: it takes over once the killed leader's Lease expires (3 s), while the
         # killed replica restarts (a new process) as the next follower
         standby = start_replica(world, started, "kill-1", tmp_path / "serve.log")
-        submitter = Submitter(world, JOBS, "job")
+        submitter = Submitter(world, JOBS, "job", groups)
         submitter.start()
         try:
-            for point in points:
+            for number, point in enumerate(points):
                 wait_for(lambda p=point: world.seen.done() >= p, 300, f"{point:.0f} jobs done")
                 leads_again(world, leader.identity, since)
-                time.sleep(rng.uniform(0.0, 1.5))
+                if number % 2:  # the moment a group member is bound (mid-admission, maybe)
+                    world.seen.mid_group.clear()
+                    world.seen.mid_group.wait(10)
+                else:
+                    time.sleep(rng.uniform(0.0, 1.5))
                 leader.process.send_signal(signal.SIGKILL)
                 leader.wait(10)
                 kills += 1
@@ -285,13 +307,14 @@ def test_sigkill_at_random_moments_admits_every_job_exactly_once(world: World, t
                 restarted = f"kill-{kills + 1}"
                 leader = standby
                 standby = start_replica(world, started, restarted, tmp_path / "serve.log")
-            wait_for(lambda: world.seen.done() >= JOBS, 300, "every job finished")
+            wait_for(lambda: world.seen.done() >= total, 300, "every job finished")
         finally:
             submitter.stopping.set()
             submitter.join(30)
         assert submitter.error is None, submitter.error
         names = [binding_name(n) for n in submitter.names]
         assert len(names) == JOBS
+        assert len(submitter.members) == total - JOBS
         admitted = time.monotonic() - began
 
         # nothing stays reserved: two gangs of 3 × 8 GPUs, the queue's whole max of 48 GPUs,
@@ -305,7 +328,8 @@ def test_sigkill_at_random_moments_admits_every_job_exactly_once(world: World, t
             notes = [world.custom.get_namespaced_custom_object(*RB, b)["metadata"] for b in big]
             raise AssertionError(f"gangs not admitted: {notes}") from None
     print(
-        f"\nkill test: {JOBS} jobs admitted and finished under {kills} SIGKILLs in "
+        f"\nkill test: {JOBS} jobs and {len(groups)} groups ({total - JOBS} members) admitted "
+        f"and finished under {kills} SIGKILLs in "
         f"{admitted:.1f}s wall; {time.monotonic() - began:.1f}s in all"
     )
     assert kills == KILLS
@@ -328,6 +352,30 @@ def test_sigkill_at_random_moments_admits_every_job_exactly_once(world: World, t
     assert len(counts) >= 2, counts
     # nothing reserved: each binding's admission annotations named exactly its clusters
     assert seen.mismatched == []
+
+    # groups: none left partly bound, each member bound once (or bound, rolled back by a
+    # GroupRolledBack write, and bound again), by the Lease holder, and run to success
+    members = {binding_name(m): g for g in groups.values() for m in g.members}
+    problems, rolled_back = group_violations(seen.moves, members, by_version)
+    assert problems == []
+    for name in members:
+        again = rolled_back.get(name, 0)
+        assert (seen.admitted.get(name), seen.changed.get(name)) == (1 + again, 1 + 2 * again), (
+            name,
+            [m for m in seen.moves if m.binding == name],
+        )
+        for version in seen.versions[name]:
+            assert by_version[version].user.startswith(RECONCILER), by_version[version]
+    assert [n for n in members if n not in seen.finished] == []
+    split = {
+        g.name
+        for g in groups.values()
+        if len({by_version[v].user for m in g.members for v in seen.versions[binding_name(m)]}) > 1
+    }
+    print(
+        f"group members rolled back and bound again: {sum(rolled_back.values())}; groups "
+        f"bound by more than one replica: {len(split)}"
+    )
 
 
 # -- two replicas -----------------------------------------------------------------------------

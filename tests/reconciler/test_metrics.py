@@ -238,3 +238,22 @@ def test_a_job_the_lifecycle_reclaims_is_evicted_once_under_its_queue() -> None:
     assert samples(metrics, "fleetgate_evicted_jobs_total") == {
         (("queue", "analytics"), ("reason", "ClusterNotReady")): 1.0
     }
+
+
+def test_a_job_that_failed_on_its_member_is_evicted_under_its_queue() -> None:
+    # catches: a finished (failed) job no longer reads as admitted, so its queue was "" here
+    def failed(binding: dict[str, Any]) -> None:
+        (item,) = binding["status"]["aggregatedStatus"]
+        item["health"] = "Unhealthy"
+        item["status"]["conditions"] = [
+            {"type": "Running", "status": "False"},
+            {"type": "Failed", "status": "True", "message": "NCCL timeout on rank 3"},
+        ]
+
+    rec, _ = reconciler(edited("ResourceBinding", "llama-pretrain-pytorchjob", failed))
+    metrics = ReconcilerMetrics().attach(rec)
+    first = rec.run_once(NOW)
+    assert ("research/llama-pretrain-pytorchjob", "FailedOnMember") in first.applied_to
+    assert samples(metrics, "fleetgate_evicted_jobs_total") == {
+        (("queue", "research-training"), ("reason", "FailedOnMember")): 1.0
+    }

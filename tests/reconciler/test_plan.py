@@ -10,7 +10,17 @@ import pytest
 from engine import annotations as ann
 from engine.cycle.model import ClusterAssignment, Decision
 from engine.cycle.reasons import Action, Reason
-from reconciler.plan import EventSpec, Mode, Plan, PlanError, StatusUpdate, plan, status_patch
+from reconciler.lifecycle import Reclaim, Trigger
+from reconciler.plan import (
+    EventSpec,
+    Mode,
+    Plan,
+    PlanError,
+    StatusUpdate,
+    plan,
+    plan_transition,
+    status_patch,
+)
 
 NOW = dt.datetime(2026, 3, 10, 9, 10, tzinfo=dt.UTC)
 STAMP = "2026-03-10T09:10:00Z"
@@ -274,3 +284,43 @@ def test_status_patch_keeps_the_transition_time_when_the_status_holds() -> None:
     (condition,) = patch["status"]["conditions"]
     assert condition["lastTransitionTime"] == "2026-01-01T00:00:00Z"
     assert "schedulerObservedGeneration" not in patch["status"]
+
+
+def test_the_admitted_event_says_where_once() -> None:
+    said = {
+        "admitted to gpu-a at cost 3.5": "admitted to gpu-a at cost 3.5",
+        "split across gpu-a=3, gpu-b=2": "split across gpu-a=3, gpu-b=2",
+        "fits": "admitted to gpu-a: fits",
+        "": "admitted to gpu-a",
+    }
+    for message, event in said.items():
+        gpu_a = (ClusterAssignment("gpu-a", 4),)
+        admitted = decision(Action.ADMIT, Reason.ADMITTED, message, clusters=gpu_a)
+        result = plan(admitted, suspended(), "bind", NOW, "v7")
+        assert result.event == EventSpec("Normal", "Admitted", event), message
+
+
+def test_a_requeued_or_given_up_group_member_says_its_group() -> None:
+    def reclaim(attempts: int) -> Reclaim:
+        last = attempts >= 3
+        return Reclaim(
+            binding="team-a/train-pytorchjob",
+            trigger=Trigger.FAILED_ON_MEMBER,
+            clusters=("gpu-a",),
+            message="the job failed on gpu-a: OOMKilled",
+            attempts=attempts,
+            max_attempts=3,
+            backoff=dt.timedelta(0 if last else 60),
+            backoff_until=None if last else NOW + dt.timedelta(seconds=60),
+            excluded=(),
+            queued_at=NOW,
+        )
+
+    member = suspended(notes={ann.ADMITTED_GROUP: "group/team-a/pair"}, clusters=[{"name": "a"}])
+    alone = suspended(clusters=[{"name": "a"}])
+    for attempts, reason in ((1, "Requeued"), (3, "GaveUp")):
+        told = plan_transition(reclaim(attempts), member, Mode.BIND, NOW).event
+        assert told is not None and told.reason == reason
+        assert told.message.endswith("(a member of group group/team-a/pair, admitted with it)")
+        plain = plan_transition(reclaim(attempts), alone, Mode.BIND, NOW).event
+        assert plain is not None and "group" not in plain.message
