@@ -42,6 +42,7 @@ from engine.cycle.groups_place import Outcome, Placing, hardness, members_of
 from engine.cycle.jobs import AdmittedJob, PendingJob, pod_key
 from engine.cycle.preemption import MOST_VICTIMS, TRIED, Search, allowed
 from engine.cycle.quota import QuotaNode, QuotaTree
+from engine.cycle.ranking import victims_rank
 from engine.cycle.reasons import Reason
 from engine.cycle.victims import VictimIndex, put_back, stays_at_guarantee
 from engine.policy.policyset import PolicySet
@@ -190,12 +191,7 @@ def _cheapest(
         examined += 1
         found = _on_cluster(job, trial.state(name), name, near, search, trial, taken_from)
         if found:
-            rank = (
-                len(found),
-                max(v.mapped.priority for v in found),
-                sum(v.mapped.priority for v in found),
-                name,
-            )
+            rank = victims_rank(found, name)
             if best is None or rank < best[0]:
                 best = (rank, found)
         if examined >= EXAMINED or trial.checks > BUDGET:

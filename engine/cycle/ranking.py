@@ -55,13 +55,15 @@ def choose(
         chosen = search.on_cluster(clusters[name], near)
         if not chosen:
             continue
-        rank = (
-            len(chosen),
-            max(v.mapped.priority for v in chosen),
-            sum(v.mapped.priority for v in chosen),
-            name,
-        )
+        rank = victims_rank(chosen, name)
         if best is None or rank < best[0]:
             reclaim = frozenset(v.ref for v in chosen if v.mapped.queue in search.owners)
             best = (rank, Preemption(name, tuple(chosen), reclaim))
     return best[1] if best else None
+
+
+def victims_rank(victims: Sequence[AdmittedJob], cluster: str) -> tuple[int, int, int, str]:
+    """How a set of victims on ``cluster`` ranks against another: fewer victims first, then
+    the lower highest priority, the lower priority sum, the cluster name."""
+    priorities = [v.mapped.priority for v in victims]
+    return (len(priorities), max(priorities), sum(priorities), cluster)
