@@ -5,7 +5,8 @@
 Reviews the demo's job templates (``sandbox.demo.jobs.plan``) against the example policies
 (``policies/``) and fleet (``examples/fleet-snapshot.yaml``), as the webhook does for each job:
 the user's CREATE, then the UPDATE of Karmada's detector claiming the template (it adds the
-``propagationpolicy.karmada.io/*`` label and annotations, nothing else). Prints one JSON
+``propagationpolicy.karmada.io/*`` label and annotations, nothing else: admitted unreviewed,
+decision ``karmada-claim``). Prints one JSON
 document: CPU milliseconds per review (``time.process_time``) for each operation, and the
 decisions (``audit.decision``) the reviews gave.
 """
