@@ -362,7 +362,7 @@ class ApiHandler(BaseHTTPRequestHandler):
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return
-            event = subscription.get(timeout=min(0.25, remaining))
+            event = subscription.get(timeout=min(0.25, remaining), shared=True)
             if event is not None:
                 if self._wants_table():  # kubectl get -w: each event carries a one-row Table
                     event["object"] = to_table(rt, event["object"], datetime.now(UTC))

@@ -185,3 +185,26 @@ def test_in_process_subscription(sandbox: Sandbox):
     assert received == ["ADDED", "DELETED"]
     subscription.close()
     assert store.list("configmaps", namespace="default")["items"] == []
+
+
+def test_a_shared_event_reads_the_stored_object_and_a_plain_one_is_a_private_copy(
+    sandbox: Sandbox,
+):
+    store = sandbox.store
+    since = store.resource_version
+    store.create("configmaps", {"metadata": {"name": "a", "namespace": "default"}, "data": {}})
+    plain = store.watch("configmaps", namespace="default", resource_version=since)
+    shared = store.watch("configmaps", namespace="default", resource_version=since)
+    try:
+        mine, read_only = plain.get(timeout=TIMEOUT), shared.get(timeout=TIMEOUT, shared=True)
+        assert mine == read_only and mine["object"]["apiVersion"] == "v1"
+        mine["object"]["data"]["k"] = "v"  # a copy: the store is unaffected
+        assert store.get("configmaps", "a", namespace="default")["data"] == {}
+        # the HTTP stream only serializes its events: no deep copy of each one
+        assert read_only["object"]["data"] is not mine["object"]["data"]
+        stored = store._objects[store.resource("configmaps").key][("default", "a")]
+        assert read_only["object"]["data"] is stored["data"]
+        assert read_only["object"] is not stored  # its apiVersion is set on a shallow copy
+    finally:
+        plain.close()
+        shared.close()
