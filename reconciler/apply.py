@@ -245,6 +245,16 @@ class Applier:
             raise ApplyError(_ref(binding), what, 0, str(error)) from error
         return dict(result)
 
+    def server_version(self, binding: Mapping[str, Any]) -> str | None:
+        """The binding's resourceVersion on the server now (a fresh GET, never cached); None
+        when it cannot be read (gone, or the request failed: logged)."""
+        try:
+            fresh = self._get(binding)
+        except (_Conflict, _Gone, ApplyError, OSError) as error:
+            log.info("%s: re-read failed (%s)", _ref(binding), error or "not found")
+            return None
+        return str((fresh.get("metadata") or {}).get("resourceVersion") or "")
+
     def _get(self, binding: Mapping[str, Any]) -> dict[str, Any]:
         namespace, name, plural = _where(binding)
         try:

@@ -48,7 +48,7 @@ from engine.fleet.snapshot import build_snapshot
 from engine.gcpause import collector_paused
 from engine.policy.policyset import PolicySet
 from reconciler import groupplan, lifecycle
-from reconciler.apply import GROUP, VERSION, Applier, Outcome, utc_now
+from reconciler.apply import Applier, Outcome, utc_now
 from reconciler.groupphase import PLANNED, MemberPlan, Unplan
 from reconciler.informer import Key
 from reconciler.informers import Informers
@@ -111,8 +111,6 @@ class Reconciler:
         # called after each pass with its result and summary (metrics, the read-only API);
         # an observer's error is logged, never fails the pass
         self.observers: list[Callable[[CycleResult, PassSummary], None]] = []
-        self._custom = kubernetes.client.CustomObjectsApi(api_client)
-        self._timeout = request_timeout
         self._pass = threading.Lock()
         self._wake = threading.Event()
         self._stopping = threading.Event()
@@ -213,9 +211,13 @@ class Reconciler:
             # completed, leaves whole; a group is bound in two phases (reconciler.groupplan)
             mapped_of = groupplan.mapped_source(snapshot, policies, self.cache, moment)
             grouped = groupplan.enforcement(
-                snapshot, changes.reclaimed, result.decisions, result.policy_version, moment,
+                snapshot,
+                changes.reclaimed,
+                result.decisions,
+                result.policy_version,
+                moment,
                 mapped_of,
-            )  # fmt: skip
+            )
             back = grouped.rollbacks
             skip = changes.reclaimed | grouped.held
             self._transitions(changes, result, summary, skip)
@@ -287,13 +289,8 @@ class Reconciler:
             [(d.binding, PLANNED, partial(write, plans[d.binding], d.binding)) for d in admits],
             summary,
         )
-        sent = {d.binding for d in admits}
-        failed = {p.group for ref, p in plans.items() if ref not in sent}  # one held back
-        failed |= {
-            plans[a.ref].group
-            for a in attempts
-            if a.outcome not in (Outcome.APPLIED, Outcome.UNCHANGED)
-        }
+        done = {a.ref for a in attempts if a.outcome in (Outcome.APPLIED, Outcome.UNCHANGED)}
+        failed = {p.group for ref, p in plans.items() if ref not in done}  # held back, or failed
         kept = [d for d in send if d.binding not in plans or plans[d.binding].group not in failed]
         summary.skipped += len(send) - len(kept)
         return kept, written
@@ -355,25 +352,10 @@ class Reconciler:
         return Attempt(ref, what, outcome, version)
 
     def _count(self, attempt: Attempt, summary: PassSummary) -> Outcome | None:
-        ref, what, outcome, version = attempt.ref, attempt.what, attempt.outcome, attempt.version
-        if outcome is None:
-            if attempt.failed:
-                summary.errors += 1
-            else:
-                summary.skipped += 1  # no cached binding, not managed, stale, or not leader
-            return None
-        if outcome == Outcome.APPLIED:
-            summary.applied += 1
-            summary.applied_to.append((ref, what))
-        elif outcome == Outcome.UNCHANGED:
-            summary.unchanged += 1
-        else:
-            if outcome == Outcome.CONFLICT:
-                summary.conflicts += 1
-            else:
-                summary.gone += 1
-            self.dirty[ref] = version
-            log.info("%s: %s; deciding again on its next version", ref, outcome)
+        outcome = summary.count(attempt)
+        if outcome in (Outcome.CONFLICT, Outcome.GONE):
+            self.dirty[attempt.ref] = attempt.version
+            log.info("%s: %s; deciding again on its next version", attempt.ref, outcome)
         return outcome
 
     def _notify(self, result: CycleResult, summary: PassSummary) -> None:
@@ -396,22 +378,7 @@ class Reconciler:
         """A fresh read of a binding whose write met a 409 while the cache still holds the same
         version: True when the server holds that version too (the conflict came and went), so
         the cached object is current; never written into the cache."""
-        namespace, _, name = ref.rpartition("/")
-        try:
-            if namespace:
-                fresh = self._custom.get_namespaced_custom_object(
-                    GROUP, VERSION, namespace, RESOURCE_BINDINGS.plural, name,
-                    _request_timeout=self._timeout,
-                )  # fmt: skip
-            else:
-                fresh = self._custom.get_cluster_custom_object(
-                    GROUP, VERSION, CLUSTER_RESOURCE_BINDINGS.plural, name,
-                    _request_timeout=self._timeout,
-                )  # fmt: skip
-        except (ApiException, OSError) as error:
-            log.info("%s: re-read failed (%s); waiting for the watch", ref, error)
-            return False
-        return _version(fresh) == _version(binding)
+        return self.applier.server_version(binding) == _version(binding)
 
 
 def _managed(binding: Mapping[str, Any]) -> bool:

@@ -34,6 +34,24 @@ class PassSummary:
     def writes(self) -> int:
         return self.applied
 
+    def count(self, attempt: Attempt) -> Outcome | None:
+        """Count one write's end; its outcome (None: skipped, or failed)."""
+        if attempt.outcome is None:
+            if attempt.failed:
+                self.errors += 1
+            else:
+                self.skipped += 1  # no cached binding, not managed, stale, or not leader
+        elif attempt.outcome == Outcome.APPLIED:
+            self.applied += 1
+            self.applied_to.append((attempt.ref, attempt.what))
+        elif attempt.outcome == Outcome.UNCHANGED:
+            self.unchanged += 1
+        elif attempt.outcome == Outcome.CONFLICT:
+            self.conflicts += 1
+        else:
+            self.gone += 1
+        return attempt.outcome
+
 
 # (binding ref, what is written: an action or a lifecycle step, the write on the cached binding)
 Write = tuple[str, str, Callable[[Mapping[str, Any]], Outcome]]
