@@ -94,6 +94,16 @@ GROUP_MIN = "fleetgate.io/group-min"
 GROUP_SPREAD = "fleetgate.io/group-spread"
 """``clusters``: every member on a cluster of its own (also read on a HyperJob)."""
 
+NODE_SHAPES = "fleetgate.io/node-shapes"
+"""Annotation on a Karmada ``Cluster``: a JSON list of the kinds of node the member has, each
+the allocatable of one node (``[{"cpu": "96", "memory": "768Gi", "nvidia.com/gpu": "8"},
+{"cpu": "64", "memory": "256Gi"}]``). Karmada reports no per-node sizes (its resource models
+only promise each grade's minimum), so this is how the cycle knows that a pod can never fit
+(``NeverFits``) and how much a node of a grade may hold at most. Written by the platform team
+(or by the sandbox and the simulator, which know their nodes); absent: only the cluster's
+totals bound a node."""
+MAX_NODE_SHAPES = 64  # kinds of node one annotation may list
+
 
 def format_time(value: dt.datetime) -> str:
     return value.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -52,15 +52,22 @@ def build_parser() -> argparse.ArgumentParser:
         "validate",
         help="check policy files and print their version",
         description="Load policy documents (files, or directories searched recursively for "
-        ".yaml/.yml), check them completely and print the policy version. "
-        "Exit 0 when valid, 1 when not, 2 on usage errors.",
+        ".yaml/.yml), check them completely and print the policy version; with --fleet, "
+        "check a fleet file too and warn of node shapes its resource models cannot see whole. "
+        "Exit 0 when valid (warnings do not fail), 1 when not, 2 on usage errors.",
     )
-    validate.add_argument("paths", nargs="+", type=Path, metavar="PATH")
+    validate.add_argument("paths", nargs="*", type=Path, metavar="PATH")
+    validate.add_argument(
+        "--fleet",
+        type=Path,
+        metavar="FILE",
+        help="a fleet file (of `fleetgate sandbox` and `simulate`) to check as well",
+    )
     validate.add_argument("--revision", help="git revision recorded in the policy version")
     validate.add_argument(
         "-o", "--output", choices=("text", "json"), default="text", help="output format"
     )
-    validate.set_defaults(handler=_validate)
+    validate.set_defaults(handler=_validate, command_parser=validate)
 
     inspect = commands.add_parser(
         "inspect",
@@ -200,40 +207,11 @@ def _version() -> str:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    try:
-        policies = load_policy_set(args.paths, revision=args.revision)
-    except PolicyLoadError as err:
-        if args.output == "json":
-            errors = [
-                {
-                    "file": i.file,
-                    "line": i.line or None,  # null: the problem is the file itself
-                    "column": i.column or None,
-                    "object": i.obj,
-                    "path": i.path,
-                    "message": i.message,
-                }
-                for i in err.issues
-            ]
-            print(json.dumps({"valid": False, "errors": errors}, indent=2))
-        else:
-            for issue in err.issues:
-                print(issue)
-            print(f"{len(err.issues)} error(s); nothing was applied", file=sys.stderr)
-        return EXIT_INVALID
-    summary = policies.summary()
-    if args.output == "json":
-        print(json.dumps({"valid": True, **summary}, indent=2))
-        return EXIT_OK
-    print(f"valid: policy version {policies.version}")
-    print(
-        f"  {summary['files']} file(s): {summary['queues']} queue(s), "
-        f"scheduling policy {summary['schedulingPolicy']!r}"
-        f"{'' if policies.scheduling.origin else ' (built-in default)'}, "
-        f"{summary['admissionPolicies']} admission polic(ies), "
-        f"{summary['celExpressions']} CEL expression(s) compiled"
-    )
-    return EXIT_OK
+    from engine.validatecli import run
+
+    if not args.paths and args.fleet is None:
+        args.command_parser.error("give a PATH, --fleet FILE, or both")  # exits 2
+    return run(args)
 
 
 def _inspect(args: argparse.Namespace) -> int:
@@ -285,6 +263,7 @@ def read_fleet_objects(paths: Sequence[Path]) -> list[tuple[str, Mapping[str, An
 def _dry_run(args: argparse.Namespace) -> int:
     from engine import dryrun
     from engine.cycle.cycle import run_cycle
+    from engine.fleet.nodeshape import cluster_warnings
     from engine.fleet.snapshot import build_snapshot
     from engine.gcpause import collector_paused
 
@@ -315,7 +294,7 @@ def _dry_run(args: argparse.Namespace) -> int:
         if args.output == "json":
             print(json.dumps(decision.to_json(), indent=2))
         else:
-            print(dryrun.explain(result, decision))
+            print(dryrun.explain(result, decision, cluster_warnings(snapshot.clusters)))
         return done
     if args.output == "json":
         print(json.dumps(result.to_json(), indent=2))

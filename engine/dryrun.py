@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from engine.annotations import format_time
 from engine.cycle import vectors
 from engine.cycle.model import CycleResult, Decision, QueueReport
+from engine.cycle.reasons import Reason
 from engine.fleet.model import SnapshotIssue
 
 
@@ -27,6 +28,11 @@ def table(result: CycleResult, issues: Sequence[SnapshotIssue] = ()) -> str:
             ]
         )
     lines += _aligned(rows)
+    if never := sum(d.reason == Reason.NEVER_FITS for d in result.decisions):
+        lines.append(
+            f"never fits: {never} job(s) rejected ({Reason.NEVER_FITS}: a pod is larger than "
+            "every node of the clusters it may use), not counted as pending"
+        )
     lines.append("")
     queue_rows = [["QUEUE", "PARENT", "ADMITTED", "PENDING", "SHARE", "USED/GUARANTEE/MAX"]]
     for q in result.queues:
@@ -39,8 +45,9 @@ def table(result: CycleResult, issues: Sequence[SnapshotIssue] = ()) -> str:
     return "\n".join(lines)
 
 
-def explain(result: CycleResult, decision: Decision) -> str:
-    """Everything the cycle knows about one job's decision."""
+def explain(result: CycleResult, decision: Decision, warnings: Sequence[str] = ()) -> str:
+    """Everything the cycle knows about one job's decision; ``warnings``: a line each after it
+    (the node shapes clusters' resource models cannot see whole, ``nodeshape.cluster_warnings``)."""
     lines = [
         f"{decision.workload}  (binding {decision.binding})",
         f"  queue     {decision.queue or '-'}  tenant {decision.tenant or '-'}  "
@@ -73,6 +80,7 @@ def explain(result: CycleResult, decision: Decision) -> str:
             f"  queue now {_quota(queue)}; {queue.admitted} admitted, {queue.pending} pending"
         )
     lines.append(f"  policy    {result.policy_version}")
+    lines += [f"warning: {warning}" for warning in warnings]
     return "\n".join(lines)
 
 

@@ -1,4 +1,6 @@
-"""``fleetgate inspect``: the demand of every workload object in a set of Kubernetes objects."""
+"""``fleetgate inspect``: the demand of every workload object in a set of Kubernetes objects,
+and a warning for each Karmada Cluster whose resource models cannot see one of its declared
+node shapes (``fleetgate.io/node-shapes``) whole (``engine.fleet.nodeshape``)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,9 @@ from fractions import Fraction
 from typing import Any
 
 from engine.errors import issue_text
+from engine.fleet.clusters import read_cluster
 from engine.fleet.model import SnapshotIssue
+from engine.fleet.nodeshape import unseen_shapes
 from engine.fleet.snapshot import describe, flatten_lists
 from engine.mapping import map_job
 from engine.policy.model import SchedulingPolicy
@@ -53,14 +57,17 @@ class Inspected:
     workloads: tuple[tuple[Workload, str | None], ...]  # with the mapped queue
     errors: tuple[InspectedError, ...]
     hyperjobs: tuple[hyperjob.HyperJob, ...] = ()  # their children are among ``workloads``
+    warnings: tuple[str, ...] = ()  # node shapes a Cluster's resource models cannot see whole
 
     def to_json(self) -> dict[str, Any]:
-        out = {
+        out: dict[str, Any] = {
             "workloads": [w.to_json() | {"queue": queue} for w, queue in self.workloads],
             "errors": [e.to_json() for e in self.errors],
         }
         if self.hyperjobs:
             out["hyperJobs"] = [hyperjob.to_json(h) for h in self.hyperjobs]
+        if self.warnings:
+            out["warnings"] = list(self.warnings)
         return out
 
 
@@ -74,7 +81,16 @@ def inspect_objects(
     errors: list[InspectedError] = []
     unreadable: list[SnapshotIssue] = []
     hyperjobs: list[hyperjob.HyperJob] = []
+    warnings: list[str] = []
     for file, obj in flatten_lists(objects, unreadable):
+        if _is_cluster(obj):
+            try:
+                view = read_cluster(obj)
+            except DemandError as err:
+                errors.append(InspectedError(file, describe(obj), err.path, err.message))
+                continue
+            warnings += unseen_shapes(view.name, view.resource_models, view.node_shapes)
+            continue
         if hyperjob.is_hyperjob(obj):  # a HyperJob: the demand of each child it stamps out
             try:
                 hyperjobs.append(hyperjob.read_hyperjob(obj))
@@ -100,7 +116,12 @@ def inspect_objects(
             if child.ref not in seen:
                 mapped = map_job(policy, child, None, priority_class_value=0, now=now)
                 workloads.append((child, mapped.queue))
-    return Inspected(tuple(workloads), tuple(errors), tuple(hyperjobs))
+    return Inspected(tuple(workloads), tuple(errors), tuple(hyperjobs), tuple(warnings))
+
+
+def _is_cluster(obj: Mapping[str, Any]) -> bool:
+    api_version = str(obj.get("apiVersion", ""))
+    return obj.get("kind") == "Cluster" and api_version.startswith("cluster.karmada.io/")
 
 
 _TABLE_RESOURCES = ("cpu", "memory", "nvidia.com/gpu")
@@ -133,6 +154,7 @@ def table(result: Inspected) -> str:
         for row in rows
     ]
     lines += [hyperjob.summary(found) for found in result.hyperjobs]
+    lines += [f"warning: {warning}" for warning in result.warnings]
     for error in result.errors:
         lines.append(f"error: {error}")
     return "\n".join(lines)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from engine import argtypes
+from reconciler import estimatorargs
 from reconciler.writers import DEFAULT_WRITE_WORKERS
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -127,6 +128,7 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument(
         "--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR")
     )
+    estimatorargs.add_arguments(parser)
     parser.set_defaults(handler=run)
 
 

@@ -20,12 +20,17 @@ timeout) and writes those transitions before the cycle's decisions, with the sam
 and dirty handling; decisions on a job it reclaims are skipped (the next pass decides it again
 as requeued). ``PassSummary.requeued`` and ``gave_up`` count them.
 
+Estimators (:mod:`reconciler.estimator`, when given): before the cycle, each Ready member's
+karmada-scheduler-estimator is asked about the pending jobs' pod shapes; the answers go into
+``Snapshot.estimates`` and the calls into ``PassSummary.estimator_requests``.
+
 ``start()`` runs passes on a thread: after relevant informer events (debounced), every
 ``resync`` seconds, and soon again while bindings are dirty.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import logging
 import threading
@@ -39,6 +44,7 @@ from kubernetes.client.exceptions import ApiException
 
 from engine import annotations as ann
 from engine.cycle.cycle import run_cycle
+from engine.cycle.estimates import shapes_wanted
 from engine.cycle.jobcache import JobCache
 from engine.cycle.model import CycleResult, Decision
 from engine.errors import FleetgateError
@@ -49,6 +55,7 @@ from engine.gcpause import collector_paused
 from engine.policy.policyset import PolicySet
 from reconciler import groupplan, lifecycle
 from reconciler.apply import Applier, Outcome, utc_now
+from reconciler.estimator import Asked, EstimatorClient
 from reconciler.groupphase import PLANNED, MemberPlan, Unplan
 from reconciler.informer import Key
 from reconciler.informers import Informers
@@ -83,8 +90,12 @@ class Reconciler:
         request_timeout: float = 30.0,
         gate: Callable[[], bool] | None = None,
         write_workers: int = DEFAULT_WRITE_WORKERS,
+        estimator: EstimatorClient | None = None,
     ) -> None:
         self.policies = policies
+        # asked before each cycle how many pods of each pending shape the Ready members hold
+        # (Snapshot.estimates; reconciler.estimator); None: the resource models only
+        self.estimator = estimator
         # asked before each pass and each write: False (a follower, or a leader past its renew
         # deadline; reconciler.leader) runs no pass and sends nothing; the informers run on
         self.gate = gate
@@ -197,6 +208,11 @@ class Reconciler:
             moment = now if now is not None else self.clock()
             policies = self.policies.current
             snapshot = build_snapshot(self.informers.snapshot_objects(), self.reads)
+            asked = Asked()
+            if self.estimator is not None:
+                shapes = shapes_wanted(snapshot, policies, moment, self.cache)
+                asked = self.estimator.ask(snapshot, shapes)
+                snapshot = dataclasses.replace(snapshot, estimates=asked.estimates)
             # the lifecycle (reconciler.lifecycle) reads the same snapshot as the cycle and
             # writes first; the cycle's decisions on the jobs it reclaims were made on the
             # version it replaces and are left to the next pass (see _transitions)
@@ -207,6 +223,7 @@ class Reconciler:
             self.last_result = result
             self.last_snapshot = snapshot
             summary = PassSummary(result.policy_version, len(result.decisions))
+            summary.estimator_requests = dict(asked.requests)
             # a group placed below its minimum, or a group plan half-applied that cannot be
             # completed, leaves whole; a group is bound in two phases (reconciler.groupplan)
             mapped_of = groupplan.mapped_source(snapshot, policies, self.cache, moment)

@@ -19,7 +19,9 @@ Kueue's names, with ``fleetgate_`` for ``kueue_`` and ``queue`` for ``cluster_qu
 ``kueue_cluster_queue_nominal_quota`` (fleetgate's guarantee), ``kueue_preempted_workloads_total``,
 ``kueue_evicted_workloads_total``, ``kueue_cluster_queue_weighted_share``. A pass (one cycle and
 its writes) is timed by ``fleetgate_reconcile_pass_duration_seconds``, Kueue's
-``kueue_admission_attempt_duration_seconds``. docs/observability.md lists them all.
+``kueue_admission_attempt_duration_seconds``. The calls a pass made to the members'
+karmada-scheduler-estimators (``reconciler.estimator``) are counted by cluster and result in
+``fleetgate_estimator_requests_total``. docs/observability.md lists them all.
 """
 
 from __future__ import annotations
@@ -99,7 +101,8 @@ class ReconcilerMetrics:
         )
         self.pass_duration = Histogram(
             "fleetgate_reconcile_pass_duration_seconds",
-            "Duration of one reconciler pass: snapshot, scheduling cycle and writes.",
+            "Duration of one reconciler pass: snapshot, estimators' answers (when asked), "
+            "scheduling cycle and writes.",
             buckets=PASS_BUCKETS,
             registry=self.registry,
         )
@@ -123,6 +126,13 @@ class ReconcilerMetrics:
             "the lifecycle trigger: FailedOnMember, Unhealthy, ClusterNotReady, "
             "StartupTimeout, or GroupRolledBack: a member of a group taken off with the rest).",
             ["queue", "reason"],
+            registry=self.registry,
+        )
+        self.estimator_requests = Counter(
+            "fleetgate_estimator_requests",
+            "Calls to the members' karmada-scheduler-estimators before a pass, by cluster and "
+            "result (ok; timeout, error, unavailable: the cluster's resource models were used).",
+            ["cluster", "result"],
             registry=self.registry,
         )
         self.registry.register(_GaugeCollector(self))
@@ -158,6 +168,8 @@ class ReconcilerMetrics:
             count = getattr(summary, outcome)
             if count:
                 self.writes.labels(outcome).inc(count)
+        for (cluster, result), calls in sorted(summary.estimator_requests.items()):
+            self.estimator_requests.labels(cluster, result).inc(calls)
         by_ref = {d.binding: d for d in result.decisions} if summary.applied_to else {}
         written = [(by_ref.get(ref), what) for ref, what in summary.applied_to]
         admitted = [d for d, what in written if d is not None and what == Action.ADMIT]

@@ -29,6 +29,9 @@ class PassSummary:
     # (binding ref, what) of each write that went through: a decision's action (Admit,
     # Preempt, …) or a lifecycle step; observers count transitions from it, once each
     applied_to: list[tuple[str, str]] = field(default_factory=list)
+    # (cluster, result) → calls to the members' scheduler estimators before the cycle
+    # (reconciler.estimator: ok, timeout, error, unavailable); empty when none is asked
+    estimator_requests: dict[tuple[str, str], int] = field(default_factory=dict)
 
     @property
     def writes(self) -> int:

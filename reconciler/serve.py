@@ -8,7 +8,9 @@ writes, tell replicas apart); 3. the reconciler (informers and the pass thread),
 4. leader election on a Lease (only the leader runs passes and writes; followers keep their
 informers' caches warm and take over within one lease duration); 5. the HTTP API (the read API
 of :mod:`reconciler.api`, /metrics, the probes, and ``/leader``); 6. the
-admission webhook over HTTPS, when ``--webhook-port`` is given.
+admission webhook over HTTPS, when ``--webhook-port`` is given. With estimator options
+(:mod:`reconciler.estimatorargs`), the reconciler asks the members' karmada-scheduler-estimators
+before each cycle (:mod:`reconciler.estimator`); their channels close when it has stopped.
 
 Stop (SIGTERM, SIGINT): the webhook and the HTTP API stop accepting; the pass thread ends (a
 pass in flight finishes its current write); then, and only when no pass runs any more, the
@@ -43,6 +45,8 @@ from flask import Flask, Response
 from engine.errors import FleetgateError
 from engine.policy.reload import PolicyHolder, PolicyWatcher
 from reconciler.cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from reconciler.estimator import EstimatorClient
+from reconciler.estimatorargs import EstimatorSettingsError, settings_of
 from reconciler.leader import LeaderElector, LeaseConfig
 from reconciler.loop import Reconciler
 from reconciler.writers import DEFAULT_WRITE_WORKERS
@@ -65,6 +69,7 @@ class Serving:
     reconciler: Reconciler
     elector: LeaderElector | None
     watcher: PolicyWatcher | None = None
+    estimator: EstimatorClient | None = None
     servers: list[Any] = field(default_factory=list)  # webhook.serve.WebhookServer
     addresses: dict[str, str] = field(default_factory=dict)  # "api"/"webhook" → URL
 
@@ -103,6 +108,8 @@ def start_all(args: argparse.Namespace, identity: str) -> Serving:
     if not holder.reload():
         issues = "\n".join(str(issue) for issue in holder.status.errors)
         raise ServeError(f"the policies in {args.policies} do not load:\n{issues}")
+    settings = settings_of(args)
+    estimator = EstimatorClient(settings) if settings is not None else None  # reads TLS files
     api = api_client(args.kubeconfig, args.context, identity)
     elector: LeaderElector | None = None
     if args.leader_elect:
@@ -124,8 +131,9 @@ def start_all(args: argparse.Namespace, identity: str) -> Serving:
         gate=gate,
         request_timeout=write_timeout(args),
         write_workers=getattr(args, "write_workers", DEFAULT_WRITE_WORKERS),
+        estimator=estimator,
     )
-    serving = Serving(holder, api, reconciler, elector)
+    serving = Serving(holder, api, reconciler, elector, estimator=estimator)
     try:
         serving.watcher = PolicyWatcher(holder, [args.policies])
         serving.watcher.start()
@@ -165,6 +173,8 @@ def stop_all(serving: Serving, timeout: float) -> bool:
     if serving.watcher is not None:
         with contextlib.suppress(FleetgateError):
             serving.watcher.stop(min(5.0, left()))
+    if serving.estimator is not None:
+        serving.estimator.close()
     serving.api.close()
     return released
 
@@ -242,6 +252,11 @@ def run(args: argparse.Namespace) -> int:
     )
     if args.webhook_port is not None and (args.tls_cert is None or args.tls_key is None):
         print("fleetgate serve: --webhook-port needs --tls-cert and --tls-key", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        settings_of(args)
+    except EstimatorSettingsError as error:
+        print(f"fleetgate serve: {error}", file=sys.stderr)
         return EXIT_USAGE
     identity = args.identity or default_identity()
     stop = threading.Event()

@@ -80,6 +80,12 @@ def add_parser(subparsers: Any) -> None:
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of the random faults (0)")
     parser.add_argument(
+        "--scheduler-estimators",
+        action="store_true",
+        help="also serve a karmada-scheduler-estimator (gRPC, plain) per member cluster on "
+        "--host, ephemeral ports, for fleetgate serve --scheduler-estimator CLUSTER=HOST:PORT",
+    )
+    parser.add_argument(
         "--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR")
     )
     parser.set_defaults(handler=run)
@@ -202,9 +208,24 @@ def run(args: argparse.Namespace) -> int:
         template_syncs=args.concurrent_resource_template_syncs,
     )
     controllers.start()
-    _announce(url, kubeconfig, fleet_file, controllers, args.speed)
+    estimators = None
+    if args.scheduler_estimators:
+        from sandbox.karmada.estimator import for_controllers
+
+        estimators = for_controllers(controllers)
+        try:
+            estimators.start(args.host)
+        except (OSError, RuntimeError) as error:
+            print(f"fleetgate sandbox: cannot start the estimators: {error}", file=sys.stderr)
+            controllers.stop()
+            sandbox.stop()
+            return EXIT_FAILED
+    addresses = estimators.addresses if estimators is not None else None
+    _announce(url, kubeconfig, fleet_file, controllers, args.speed, addresses)
     stop.wait()
     log.info("stopping")
+    if estimators is not None:
+        estimators.stop()
     controllers.stop()
     sandbox.stop()
     return EXIT_OK
@@ -218,7 +239,12 @@ def _fleet_file(given: Path | None) -> Path:
 
 
 def _announce(
-    url: str, kubeconfig: Path, fleet_file: Path, controllers: KarmadaControllers, speed: float
+    url: str,
+    kubeconfig: Path,
+    fleet_file: Path,
+    controllers: KarmadaControllers,
+    speed: float,
+    estimators: dict[str, str] | None = None,
 ) -> None:
     clusters = [
         f"{member.name} ({len(member.nodes())} nodes)" for member in controllers.fleet.values()
@@ -232,9 +258,19 @@ def _announce(
         f"  try:        kubectl --kubeconfig {kubeconfig} get namespaces",
         f"              kubectl --kubeconfig {kubeconfig} get clusters",
         f"  faults:     fleetgate sandbox fault --kubeconfig {kubeconfig} error 500 --count 1",
+        *(_estimator_lines(estimators, kubeconfig) if estimators is not None else []),
         "  stop:       Ctrl-C (everything lives in memory and is lost)",
     ]
     print("\n".join(lines), flush=True)
+
+
+def _estimator_lines(addresses: dict[str, str], kubeconfig: Path) -> list[str]:
+    pairs = [f"{cluster}={address}" for cluster, address in sorted(addresses.items())]
+    flags = " ".join(f"--scheduler-estimator {pair}" for pair in pairs)
+    return [
+        "  estimators: " + (" ".join(pairs) if pairs else "none"),
+        f"              fleetgate serve --kubeconfig {kubeconfig} --policies policies/ {flags}",
+    ]
 
 
 # -- fleetgate sandbox fault ------------------------------------------------------------------

@@ -4,10 +4,19 @@
         --queue research-training:research --queue research-experiments:research \\
         --queue prod-inference:prod-inference --out examples/traces/small.csv
 
-Jobs arrive as a Poisson process over ``hours``; a job's GPU count is drawn from a Philly-like
-mix (half single-GPU jobs, a few 16–32 GPU gangs), its run time from a log-normal whose median
-is set so the offered load is about ``load`` × the fleet's GPU-hours. Queues are drawn
-uniformly (each ``--queue QUEUE:TENANT``); a fifth of the jobs carry a higher priority.
+Jobs arrive as a Poisson process over ``hours``; a job's GPU count is drawn from the profile's
+mix, its run time from a log-normal whose median is set so the offered load is about ``load`` ×
+the fleet's GPU-hours. Queues are drawn uniformly (each ``--queue QUEUE:TENANT``); a fifth of
+the jobs carry a higher priority. Profiles (``--profile``):
+
+* ``philly`` (default): a Philly-like mix (half single-GPU jobs, a few 16–32 GPU gangs); a job
+  is a ``gpus`` count, shaped into pods by ``fleetgate simulate --gpus-per-pod``/``--per-gpu``;
+* ``whole-node``: a production mix where whole-node pods carry most GPU-hours: 8-GPU pods
+  alone and gangs of 2 or 4 of them, 1–4 GPU single pods, and CPU-only ``Job``s (14% of the
+  jobs; a fifth ask 8 GPUs or more). Every GPU pod asks 12 cores and 96Gi per GPU (an 8-GPU
+  pod: 96 cores, 768Gi, a whole node of issue 27's fleet); pods are written out
+  (``replicas``, ``pod_*`` columns), so ``--per-gpu`` does not change them. About 65% of the
+  GPU-hours offered are whole-node pods (``whole_node_share`` measures it).
 """
 
 from __future__ import annotations
@@ -20,7 +29,15 @@ from collections.abc import Sequence
 from pathlib import Path
 
 GPU_MIX = ((1, 0.50), (2, 0.15), (4, 0.15), (8, 0.14), (16, 0.04), (32, 0.02))
+WHOLE_NODE_MIX = ((0, 0.14), (1, 0.34), (2, 0.16), (4, 0.16), (8, 0.14), (16, 0.04), (32, 0.02))
+"""GPUs per job of the ``whole-node`` profile (0: a CPU-only job), with their weights."""
+PROFILES = {"philly": GPU_MIX, "whole-node": WHOLE_NODE_MIX}
 COLUMNS = ("name", "submit", "duration", "queue", "tenant", "kind", "gpus", "priority")
+POD_COLUMNS = ("replicas", "pod_gpus", "pod_cpu", "pod_memory")
+NODE_GPUS = 8  # GPUs of a whole node (the largest pod of the whole-node profile)
+CPU_PER_GPU = 12  # cores
+MEMORY_PER_GPU_GI = 96
+CPU_ONLY_CORES = (4, 8, 16, 32)  # with 4Gi per core
 SIGMA = 1.0  # of the log-normal run time
 
 
@@ -33,9 +50,12 @@ def generate(
     load: float = 0.9,
     seed: int = 1,
     max_gpus: int = 32,
+    profile: str = "philly",
 ) -> list[dict[str, str]]:
+    if profile not in PROFILES:
+        raise ValueError(f"profile {profile!r}: expected one of {', '.join(PROFILES)}")
     rng = random.Random(seed)
-    mix = [(g, w) for g, w in GPU_MIX if g <= max_gpus]
+    mix = [(g, w) for g, w in PROFILES[profile] if g <= max_gpus]
     mean_gpus = sum(g * w for g, w in mix) / sum(w for _, w in mix)
     span = hours * 3600
     # offered GPU-seconds = jobs × mean GPUs × mean run time = load × gpus × span
@@ -49,19 +69,55 @@ def generate(
         size = rng.choices([g for g, _ in mix], [w for _, w in mix])[0]
         run = min(max(30.0, rng.lognormvariate(math.log(median), SIGMA)), 7 * 24 * 3600)
         queue, tenant = queues[rng.randrange(len(queues))]
-        rows.append(
-            {
-                "name": f"job-{i:06d}",
-                "submit": f"{t:.1f}",
-                "duration": f"{run:.0f}",
-                "queue": queue,
-                "tenant": tenant,
-                "kind": "PyTorchJob" if size <= 8 else "MPIJob",
-                "gpus": str(size),
-                "priority": "100" if rng.random() < 0.2 else "0",
-            }
-        )
+        row = {
+            "name": f"job-{i:06d}",
+            "submit": f"{t:.1f}",
+            "duration": f"{run:.0f}",
+            "queue": queue,
+            "tenant": tenant,
+            "kind": "PyTorchJob" if size <= 8 else "MPIJob",
+            "gpus": str(size),
+            "priority": "100" if rng.random() < 0.2 else "0",
+        }
+        if profile == "whole-node":
+            row = _with_pods(row, size, rng)
+        rows.append(row)
     return rows
+
+
+def _with_pods(row: dict[str, str], gpus: int, rng: random.Random) -> dict[str, str]:
+    """The whole-node profile's pods in place of the ``gpus`` count: pods of at most a node's
+    GPUs, 12 cores and 96Gi per GPU; no GPUs: one pod of a batch ``Job``."""
+    out = {k: v for k, v in row.items() if k not in ("gpus", "priority")}
+    if gpus == 0:
+        cores = rng.choice(CPU_ONLY_CORES)
+        pods = {"replicas": 1, "pod_gpus": 0, "pod_cpu": cores, "pod_memory": f"{4 * cores}Gi"}
+        out["kind"] = "Job"
+    else:
+        per_pod = min(gpus, NODE_GPUS)
+        pods = {
+            "replicas": gpus // per_pod,
+            "pod_gpus": per_pod,
+            "pod_cpu": CPU_PER_GPU * per_pod,
+            "pod_memory": f"{MEMORY_PER_GPU_GI * per_pod}Gi",
+        }
+    return {**out, **{k: str(v) for k, v in pods.items()}, "priority": row["priority"]}
+
+
+def whole_node_share(rows: Sequence[dict[str, str]], node_gpus: int = NODE_GPUS) -> float:
+    """The share of the GPU-hours asked that whole-node pods (``node_gpus`` GPUs each) ask;
+    0 when no row asks for GPUs. Rows as :func:`generate` makes them (either profile)."""
+    whole = total = 0.0
+    for row in rows:
+        if "pod_gpus" in row:
+            per_pod, pods = int(row["pod_gpus"]), int(row["replicas"])
+        else:
+            pods = math.ceil(int(row["gpus"]) / node_gpus)
+            per_pod = math.ceil(int(row["gpus"]) / pods) if pods else 0
+        gpu_s = per_pod * pods * float(row["duration"])
+        total += gpu_s
+        whole += gpu_s if per_pod >= node_gpus else 0.0
+    return whole / total if total else 0.0
 
 
 def write_csv(path: Path, rows: Sequence[dict[str, str]], header: str = "") -> None:
@@ -81,6 +137,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--load", type=float, default=0.9)
     parser.add_argument("--max-gpus", type=int, default=32)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--profile", choices=tuple(PROFILES), default="philly")
     parser.add_argument("--queue", action="append", default=[], metavar="QUEUE:TENANT")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
@@ -93,13 +150,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         load=args.load,
         seed=args.seed,
         max_gpus=args.max_gpus,
+        profile=args.profile,
     )
+    profile = f" --profile {args.profile}" if args.profile != "philly" else ""
     command = (
         "python -m simulate.generate "
         + " ".join(f"--queue {q}" for q in args.queue)
         + (
             f" --jobs {args.jobs} --gpus {args.gpus:g} --hours {args.hours:g} --load {args.load:g}"
-            f" --max-gpus {args.max_gpus} --seed {args.seed} --out {args.out}"
+            f" --max-gpus {args.max_gpus}{profile} --seed {args.seed} --out {args.out}"
         )
     )
     write_csv(args.out, rows, f"generated by: {command}")

@@ -2,7 +2,8 @@
 
 Every string that comes from a trace, a policy or a summary (queue, tenant, cluster and stage
 names, run labels, versions) is HTML-escaped. With two runs each number has a column per run and
-a Δ column: the first run minus the second (e.g. head − baseline).
+a Δ column: the first run minus the second (e.g. head − baseline). Jobs never admitted by the
+end of a run get a note under the Jobs table and a table by the reason of their last decision.
 
 The one script only counts the plots that loaded: it sets ``data-plots-loaded`` on ``<body>``
 (``data-plots`` says how many there are) and shows a warning when a PNG is missing beside the
@@ -204,29 +205,66 @@ def percentiles(section: str, what: str) -> list[Metric]:
 
 
 JOB_COUNTS = ("total", "finished", "succeeded", "failed", "gave_up", "pending", "running")
+NEVER_COUNTS = ("never_admitted", "never_fits")
 JOB_EVENTS = ("rescheduled", "preemptions")
+HEADERS = {"never_fits": "jobs never admitted: NeverFits"}
+BY_REASON = "never_admitted_by_reason"
 
 
 def job_counters(runs: Sequence[RunResult]) -> list[str]:
     """The documented job counters, then any other number the summaries have, by name."""
-    known = {*JOB_COUNTS, *JOB_EVENTS, "gpu_hours_lost"}
+    known = {*JOB_COUNTS, *NEVER_COUNTS, *JOB_EVENTS, "gpu_hours_lost", "never_admitted_gpu_hours"}
     extra = {
         str(key)
         for run in runs
         for key, value in (dig(run.summary, "jobs") or {}).items()
         if key not in known and number(value) is not None
     }
-    return [*JOB_COUNTS, *JOB_EVENTS, *sorted(extra)]
+    return [*JOB_COUNTS, *NEVER_COUNTS, *JOB_EVENTS, *sorted(extra)]
+
+
+def never_admitted(runs: Sequence[RunResult]) -> str:
+    """A note on the jobs never admitted (they count in the waits until the end) and a table of
+    them by the reason of their last decision; nothing when every job was admitted."""
+    if not any(number(dig(run.summary, "jobs", "never_admitted")) for run in runs):
+        return ""
+    notes = []
+    for run in runs:
+        jobs = dig(run.summary, "jobs") or {}
+        never, asked, fits = (
+            escape(str(jobs.get(k, "—")))
+            for k in ("never_admitted", "never_admitted_gpu_hours", "never_fits")
+        )
+        notes.append(
+            f"<b>{escape(run.label)}</b>: {never} jobs never admitted ({asked} GPU-hours asked), "
+            f"of which NeverFits {fits}"
+        )
+    reasons = sorted({str(k) for run in runs for k in dig(run.summary, "jobs", BY_REASON) or {}})
+
+    def per_reason(reason: str) -> Getter:
+        return lambda s, _key: (dig(s, "jobs", BY_REASON) or {}).get(reason, 0)
+
+    rows = [Metric(reason, per_reason(reason), count) for reason in reasons]
+    return (
+        f"<p>{'; '.join(notes)}. Every wait (all jobs, queues, tenants, stages) counts a job "
+        "never admitted as waiting until the end of the run: a lower bound of its wait.</p>"
+        + scalar_table("Jobs never admitted, by the reason of their last decision", rows, runs)
+    )
 
 
 def overview(runs: Sequence[RunResult]) -> str:
     jobs = [
-        Metric(f"jobs {n.replace('_', ' ')}", whole("jobs", n), count) for n in job_counters(runs)
+        Metric(HEADERS.get(n, f"jobs {n.replace('_', ' ')}"), whole("jobs", n), count)
+        for n in job_counters(runs)
     ]
     jobs.append(Metric("GPU-hours lost", whole("jobs", "gpu_hours_lost"), decimal))
-    for what in ("wait", "completion"):
+    asked = Metric(
+        "GPU-hours asked, never admitted", whole("jobs", "never_admitted_gpu_hours"), decimal
+    )
+    jobs.append(asked)
+    for what, whom in (("wait", "all jobs, never admitted: until the end"), ("completion", "")):
         jobs.extend(
-            Metric(f"{what} {p} (all jobs)", whole("jobs", f"{what}_s", p), duration)
+            Metric(f"{what} {p} ({whom or 'all jobs'})", whole("jobs", f"{what}_s", p), duration)
             for p in ("p50", "p95", "p99", "max")
         )
     fleet = [
@@ -244,6 +282,7 @@ def overview(runs: Sequence[RunResult]) -> str:
     return "".join(
         (
             scalar_table("Jobs", jobs, runs),
+            never_admitted(runs),
             scalar_table("Fleet", fleet, runs),
             scalar_table("Fairness", fairness, runs),
         )

@@ -164,6 +164,7 @@ class LiveJob:
             attempts=self.failures + self.preemptions,
             preemptions=self.preemptions,
             stage=self.trace.stage or None,
+            reason=str(self.reason) if self.state == "pending" and self.reason else None,
         )
 
 

@@ -44,6 +44,13 @@ def percentiles(values: Sequence[float]) -> dict[str, float | None]:
     return {"p50": pick(0.5), "p95": pick(0.95), "p99": pick(0.99), "max": round(ordered[-1], 3)}
 
 
+def waits(records: Iterable[JobRecord], end: float) -> list[float]:
+    """The waits of the jobs submitted by ``end``: to the last admission, and ``end − submit``
+    for a job never admitted (censored, a lower bound), so that jobs never admitted do not drop
+    out of the percentiles."""
+    return [w for r in records if (w := r.censored_wait(end)) is not None]
+
+
 def jain(values: Sequence[float]) -> float | None:
     if len(values) < 2:
         return None
@@ -236,7 +243,7 @@ class Metrics:
                 "guarantee": {k: float(v) for k, v in spec.guarantee.items()} if spec else {},
                 "jobs": len(jobs),
                 "admitted": sum(1 for r in jobs if r.admitted is not None),
-                "wait_s": percentiles([w for r in jobs if (w := r.wait) is not None]),
+                "wait_s": percentiles(waits(jobs, end)),
                 "completion_s": percentiles(
                     [
                         r.finished - r.submitted
@@ -254,7 +261,7 @@ class Metrics:
             tenants[name] = {
                 "jobs": len(jobs),
                 "admitted": sum(1 for r in jobs if r.admitted is not None),
-                "wait_s": percentiles([w for r in jobs if (w := r.wait) is not None]),
+                "wait_s": percentiles(waits(jobs, end)),
                 "share_mean": round(area / busy, 6) if busy else 0.0,
             }
         clusters = {
@@ -286,7 +293,7 @@ class Metrics:
         return round(self.share_area.get(queue, 0.0) / busy, 6) if busy else 0.0
 
 
-def stages(records: Sequence[JobRecord]) -> dict[str, dict[str, object]]:
+def stages(records: Sequence[JobRecord], end: float) -> dict[str, dict[str, object]]:
     by_stage: dict[str, list[JobRecord]] = defaultdict(list)
     for r in records:
         if r.stage:
@@ -294,7 +301,7 @@ def stages(records: Sequence[JobRecord]) -> dict[str, dict[str, object]]:
     return {
         name: {
             "jobs": len(jobs),
-            "wait_s": percentiles([w for r in jobs if (w := r.wait) is not None]),
+            "wait_s": percentiles(waits(jobs, end)),
         }
         for name, jobs in sorted(by_stage.items())
     }

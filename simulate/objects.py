@@ -218,9 +218,10 @@ def gave_up(binding: BindingView, cluster: str, message: str) -> BindingView:
 class ClusterReader:
     """A member's Cluster as the reconciler's snapshot reads it: ``read_cluster`` of
     ``engine.members.cluster_object`` (Karmada's status controller), that full path taken once
-    for what does not change (spec, labels, apiEnablements, allocatable, resource models); each
-    ``view`` then reads only the status that moves, from the totals the member keeps up to date
-    (``allocated``, ``allocating``, ``allocatable_modelings``, ``Ready``).
+    for what does not change (spec, labels, apiEnablements, allocatable, resource models, the
+    node shapes of ``fleetgate.io/node-shapes``); each ``view`` then reads only the status that
+    moves, from the totals the member keeps up to date (``allocated``, ``allocating``,
+    ``allocatable_modelings``, ``Ready``).
     tests/simulate/test_sim_objects.py checks it against the full path."""
 
     def __init__(self, member: MemberCluster, now: dt.datetime) -> None:

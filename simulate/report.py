@@ -6,7 +6,8 @@
 
 ``jobs.csv`` has one row per job per run, in run order, then by submit time and name; the
 columns are :data:`JOB_COLUMNS`. Times are seconds since the start of the simulation; an empty
-cell is "never" (not admitted, not finished) or "none" (no cluster, no stage).
+cell is "never" (not admitted, not finished) or "none" (no cluster, no stage, no reason: the
+last decision's ``reason`` is given only for a job still waiting at the end).
 
 ``report.html`` refers to the PNGs beside it by relative path, so the report directory opens
 from disk in a browser (file://) without a server; it holds no timestamp, so the same runs give
@@ -45,6 +46,7 @@ JOB_COLUMNS = (
     "wait_s",
     "attempts",
     "preemptions",
+    "reason",
 )
 
 
@@ -113,6 +115,7 @@ def job_row(label: str, job: JobRecord) -> list[str]:
         None if job.wait is None else float(job.wait),
         str(int(job.attempts)),
         str(int(job.preemptions)),
+        job.reason,
     )
     return [cell(v) for v in values]
 

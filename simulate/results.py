@@ -15,7 +15,12 @@ in devices); ``GPU`` below means the fleet's accelerator resource, :data:`GPU`.
       "policy_version": "…", "seed": 1, "until_s": 604800.0, "wall_s": 12.3,
       "jobs": {"total": N, "finished": n, "succeeded": n, "failed": n, "gave_up": n,
                "pending": n, "running": n, "rescheduled": n, "preemptions": n,
-               "gpu_hours_lost": x},
+               "gpu_hours_lost": x,
+               "never_admitted": n,            # submitted, never admitted, waiting at the end
+               "never_admitted_gpu_hours": x,  # GPUs × duration those jobs asked for
+               "never_admitted_by_reason": {"NeverFits": n, …},  # their last decision's reason
+               "never_fits": n,                # of those, rejected NeverFits
+               "wait_s": {…}, "completion_s": {…}},
       "queues": {"q": {"tenant": "t", "weight": 1.0, "guarantee": {"nvidia.com/gpu": 8.0},
                        "jobs": n, "admitted": n,
                        "wait_s": {"p50": x, "p95": x, "p99": x, "max": x},
@@ -28,7 +33,9 @@ in devices); ``GPU`` below means the fleet's accelerator resource, :data:`GPU`.
       "stages": {"stage": {"jobs": n, "wait_s": {…}}}  # pipeline stages (label or annotation)
     }
 
-Percentiles of an empty set are ``null``.
+Percentiles of an empty set are ``null``. Every ``wait_s`` (jobs, queues, tenants, stages) counts
+a job never admitted by the end of the run as waiting ``until_s − submit`` (censored: a lower
+bound of its wait), so jobs that never start cannot drop out of the percentiles.
 """
 
 from __future__ import annotations
@@ -74,10 +81,18 @@ class JobRecord:
     attempts: int = 0  # admissions that ended in a requeue (failure, preemption)
     preemptions: int = 0
     stage: str | None = None
+    reason: str | None = None  # of the last decision, for a job waiting at the end
 
     @property
     def wait(self) -> float | None:
         return None if self.admitted is None else self.admitted - self.submitted
+
+    def censored_wait(self, end: float) -> float | None:
+        """The wait, or ``end − submit`` for a job submitted by ``end`` and never admitted
+        (a lower bound of its wait); None for a job not submitted by ``end``."""
+        if self.admitted is not None:
+            return self.admitted - self.submitted
+        return end - self.submitted if self.submitted <= end else None
 
 
 @dataclass(slots=True)

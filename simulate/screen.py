@@ -29,8 +29,27 @@ def _time(seconds: float | None) -> str:
     return f"{seconds / 3600:.1f}h"
 
 
+def _never(s: dict[str, Any]) -> str:
+    jobs = s["jobs"]
+    hours = jobs.get("never_admitted_gpu_hours") or 0.0
+    return f"{jobs.get('never_admitted', 0)} ({hours:,.0f} GPU-h) · {jobs.get('never_fits', 0)}"
+
+
+def _reasons(s: dict[str, Any]) -> str:
+    found = s["jobs"].get("never_admitted_by_reason") or {}
+    return ", ".join(f"{reason} {n}" for reason, n in sorted(found.items())) or "–"
+
+
 def overview(runs: Sequence[RunResult]) -> Table:
-    table = Table(title="fleetgate simulate", title_justify="left")
+    censored = any(r.summary["jobs"].get("never_admitted") for r in runs)
+    table = Table(
+        title="fleetgate simulate",
+        title_justify="left",
+        caption="* jobs never admitted count as waiting until the end (a lower bound)"
+        if censored
+        else None,
+        caption_justify="left",
+    )
     table.add_column("")
     for run in runs:
         table.add_column(run.label, justify="right")
@@ -40,8 +59,11 @@ def overview(runs: Sequence[RunResult]) -> Table:
 
     row("jobs (succeeded / total)", lambda s: f"{s['jobs']['succeeded']} / {s['jobs']['total']}")
     row("pending · running at end", lambda s: f"{s['jobs']['pending']} · {s['jobs']['running']}")
+    row("never admitted · NeverFits", _never)
+    if censored:
+        row("never admitted by reason", _reasons)
     row("rejected · gave up", lambda s: f"{s['jobs']['rejected']} · {s['jobs']['gave_up']}")
-    row("wait p50 / p95 / max", lambda s: " / ".join(
+    row("wait p50 / p95 / max" + ("*" if censored else ""), lambda s: " / ".join(
         _time(s["jobs"]["wait_s"][k]) for k in ("p50", "p95", "max")))  # fmt: skip
     row("completion p50 / p95", lambda s: " / ".join(
         _time(s["jobs"]["completion_s"][k]) for k in ("p50", "p95")))  # fmt: skip

@@ -1,12 +1,13 @@
 """What a finished run reports: the summary (``simulate.results`` documents its shape), the
-per-stage waits of pipeline traces, and the fragmentation sample."""
+jobs never admitted, the per-stage waits of pipeline traces, and the fragmentation sample."""
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import TYPE_CHECKING
 
-from engine.cycle.reasons import NEVER
-from simulate.metrics import fragmentation, percentiles, stages
+from engine.cycle.reasons import NEVER, Reason
+from simulate.metrics import fragmentation, percentiles, stages, waits
 from simulate.results import GPU, JobRecord
 
 if TYPE_CHECKING:
@@ -33,10 +34,30 @@ def fragmentation_now(sim: Simulation) -> dict[str, float]:
     return result
 
 
-def stage_waits(sim: Simulation, records: list[JobRecord]) -> dict[str, dict[str, object]]:
-    """Per stage: the wait from submission, and from the moment the job's dependencies
-    were met (the last predecessor's end) to its admission."""
-    found = stages(records)
+UNDECIDED = "Undecided"
+"""The reason counted for a job that no cycle decided on (it arrived at the very end)."""
+
+
+def never_admitted(sim: Simulation) -> dict[str, object]:
+    """The jobs submitted and never admitted, still waiting at the end of the run: how many,
+    the GPU-hours they asked for, how many per reason of their last decision, and how many of
+    them were rejected ``NeverFits`` (a pod larger than any node; always present, 0 or more)."""
+    never = [j for j in sim.jobs if j.state == "pending" and j.admissions == 0]
+    reasons = Counter(str(j.reason) or UNDECIDED for j in never)
+    return {
+        "never_admitted": len(never),
+        "never_admitted_gpu_hours": round(sum(j.gpus * j.trace.duration for j in never) / 3600, 3),
+        "never_admitted_by_reason": dict(sorted(reasons.items())),
+        "never_fits": reasons[Reason.NEVER_FITS.value],
+    }
+
+
+def stage_waits(
+    sim: Simulation, records: list[JobRecord], end: float
+) -> dict[str, dict[str, object]]:
+    """Per stage: the wait from submission (never admitted: to the end), and from the moment
+    the job's dependencies were met (the last predecessor's end) to its admission."""
+    found = stages(records, end)
     after: dict[str, list[float]] = {}
     for job in sim.jobs:
         if job.trace.stage and job.admitted_at is not None:
@@ -59,12 +80,13 @@ def summarize(
         **count,
         "rejected": sum(1 for j in sim.jobs if j.state == "pending" and j.reason in NEVER),
         "not_submitted": sum(1 for j in sim.jobs if j.state == "future"),
+        **never_admitted(sim),
         "peak_pending": sim.peak_pending,
         "rescheduled": sum(1 for j in sim.jobs if j.admissions > 1),
         "preemptions": sim.preemptions,
         "failures": sim.failures,
         "gpu_hours_lost": round(sim.lost_gpu_s / 3600, 3),
-        "wait_s": percentiles([w for r in records if (w := r.wait) is not None]),
+        "wait_s": percentiles(waits(records, end)),
         "completion_s": percentiles(
             [r.finished - r.submitted for r in records if r.state == "succeeded" and r.finished]
         ),
@@ -93,5 +115,5 @@ def summarize(
             sum(c["fragmentation_gpu_mean"] for c in clusters.values()), 3
         ),
         **measured,
-        "stages": stage_waits(sim, records),
+        "stages": stage_waits(sim, records, end),
     }

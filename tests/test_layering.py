@@ -9,7 +9,7 @@ import pytest
 
 from tests.conftest import REPO
 
-CORE_FORBIDDEN = {"kubernetes", "flask", "watchfiles"}
+CORE_FORBIDDEN = {"kubernetes", "flask", "watchfiles", "grpc"}
 # the sandbox (a test API server) is never needed in production: nothing ships imports it
 # (`fleetgate sandbox` is registered by the entry point fleetgate.commands in pyproject.toml)
 NEVER_IMPORT_SANDBOX = ("engine", "webhook", "reconciler")

@@ -8,6 +8,13 @@ what fits now, not what could ever fit, and are not used here. A cluster that re
 allocatable at all (not yet collected) might offer anything, and then nothing is refused. Only
 resources some cluster reports are compared: a request for a resource no cluster lists may be
 one the member schedulers ignore.
+
+Node shape (``larger_than_every_node``, a warning, not a refusal): a cluster that declares its
+kinds of node (annotation ``fleetgate.io/node-shapes``) holds a pod only when one of its node
+shapes does (resources no shape names are bounded by the totals alone); a cluster that declares
+none, by its allocatable as above. A pod no cluster could hold that way is warned of at
+creation; the scheduling cycle rejects it with ``NeverFits`` until the fleet changes (the
+annotation is written by hand and may lag a new node pool, so the template is not refused).
 """
 
 from __future__ import annotations
@@ -32,6 +39,8 @@ class Fleet:
     unknown: tuple[str, ...]  # clusters that report no allocatable
     priorities: Mapping[str, int]
     default_priority: int = 0
+    # (name, the node shapes it declares) of the clusters in ``clusters`` that declare some
+    node_shapes: tuple[tuple[str, tuple[Resources, ...]], ...] = ()
 
     @classmethod
     def from_snapshot(cls, snapshot: Snapshot) -> Fleet:
@@ -41,6 +50,11 @@ class Fleet:
             unknown=tuple(c.name for c in snapshot.clusters if not c.allocatable),
             priorities={p.name: p.value for p in snapshot.priority_classes},
             default_priority=default.value if default else 0,
+            node_shapes=tuple(
+                (c.name, c.node_shapes)
+                for c in snapshot.clusters
+                if c.allocatable and c.node_shapes
+            ),
         )
 
     @classmethod
@@ -92,6 +106,37 @@ class Fleet:
             )
         return None
 
+    def larger_than_every_node(self, workload: Workload) -> str | None:
+        """Why one pod of the job fits no node of any cluster (see the module doc), naming its
+        role, the resource, what it asks and the most any node offers; None when one might."""
+        if not self.node_shapes or not self.clusters or self.unknown:
+            return None
+        declared = dict(self.node_shapes)
+        offered = {name for _, allocatable in self.clusters for name in allocatable}
+        for role in workload.roles:
+            pod = _only(role.requests, offered - {PODS})
+            if role.replicas <= 0 or not pod:
+                continue
+            nodes = [
+                node
+                for name, allocatable in self.clusters
+                for node in _nodes(declared.get(name), allocatable)
+            ]
+            if any(_covers(node, pod) for node in nodes):
+                continue
+            for resource, asked in pod.items():
+                largest = max(node.get_amount(resource) for node in nodes)
+                if asked > largest:
+                    return (
+                        f"one {role.name} pod asks {resource} {_amount(resource, asked)}; the "
+                        f"largest node of any cluster offers {_amount(resource, largest)}"
+                    )
+            return (
+                f"one {role.name} pod asks {_describe(pod)}; no node of any cluster offers all "
+                "of that at once"
+            )
+        return None
+
     def _shortfalls(self, need: Resources, limit: int = 4) -> str:
         parts = []
         for name, allocatable in self.clusters[:limit]:
@@ -127,6 +172,20 @@ def _gang_floor(workload: Workload, min_member: int) -> Resources:
                 break
         floor[name] = total
     return Resources(floor)
+
+
+def _nodes(shapes: tuple[Resources, ...] | None, allocatable: Resources) -> list[Resources]:
+    """The most one node of a cluster may offer: each declared shape, bounded by the
+    cluster's allocatable, with the allocatable for resources no shape names; else the whole
+    allocatable."""
+    if not shapes:
+        return [allocatable]
+    named = {r for shape in shapes for r in shape}
+    rest = {r: v for r, v in allocatable.items() if r not in named}
+    return [
+        Resources({**rest, **{r: min(v, allocatable.get_amount(r)) for r, v in s.items()}})
+        for s in shapes
+    ]
 
 
 def _only(amounts: Resources, names: set[str]) -> Resources:

@@ -203,6 +203,8 @@ def _check_fit(
     why = fleet.never_fits(workload, needed, bool(allow_split))
     if why:
         found.deny(BUILTIN_FIT, "Forbidden", f"the job can never start on this fleet: {why}")
+    elif larger := fleet.larger_than_every_node(workload):
+        found.warn(BUILTIN_FIT, f"the job can never start on the declared node shapes: {larger}")
 
 
 def _apply(policy: AdmissionPolicy, variables: cel.Activation, found: _Findings) -> None:

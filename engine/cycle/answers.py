@@ -24,7 +24,7 @@ PodKey: TypeAlias = tuple[tuple[tuple[tuple[str, int], ...], int], ...]
 class Answers:
     """Fit answers found at one ``version`` of a state (and of its copies at that version)."""
 
-    __slots__ = ("firm", "fits", "misfits", "most", "unplaced", "version")
+    __slots__ = ("firm", "fits", "maybe", "misfits", "most", "unplaced", "version")
 
     def __init__(self, version: int) -> None:
         self.version = version
@@ -37,6 +37,7 @@ class Answers:
         # greedy placement of several pod groups happened to lay them out: placing more pods
         # cannot change it
         self.firm: set[PodKey] = set()
+        self.maybe: dict[PodKey, bool] = {}  # may the pods fit nodes at their grades' most
 
 
 @functools.lru_cache(maxsize=4096)  # a pure function of the amounts: safe to share
@@ -56,4 +57,12 @@ def room_text(missing: int, count: int, amounts: tuple[tuple[str, int], ...], no
     return (
         f"{missing} of {count} pods needing {_shape_text(amounts)} find no node with room "
         f"({nodes} such nodes free)"
+    )
+
+
+@functools.lru_cache(maxsize=65536)
+def estimate_text(count: int, amounts: tuple[tuple[str, int], ...], room: int) -> str:
+    return (
+        f"its scheduler-estimator has room for {room} of {count} pods needing "
+        f"{_shape_text(amounts)}"
     )

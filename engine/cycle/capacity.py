@@ -17,6 +17,12 @@ away; the greedy layout of several pod groups is not monotone, so such a "no" is
 What the nodes hold per pod shape is counted once and, when asked again, brought through the
 node changes logged since (``place``, ``release``, ``retake``; ``nodes.RoomCounts``). A
 ``copy`` shares answers and counts until either changes.
+
+Beyond the minimums (``beyond.Beyond``): a pod no node could ever hold never fits; where the
+minimums have no room, pods may still fit nodes at the most their grades allow (``may_hold``,
+``nodeShape: Optimistic``); where the member's scheduler-estimator answered for a pod shape,
+its answer decides instead of the models. One class past 400 lines: every question the cycle
+asks of a cluster's room, and the changes that keep the answers right, share one state.
 """
 
 from __future__ import annotations
@@ -26,10 +32,11 @@ from collections.abc import Mapping, Sequence
 from engine.cycle import nodes as nodes_of
 from engine.cycle import vectors
 from engine.cycle.answers import Answers, Misfit, PodKey, room_text, totals_text
+from engine.cycle.beyond import Beyond
 from engine.cycle.jobs import PodGroup, pod_key
 from engine.cycle.nodes import Move, RoomCounts
 from engine.cycle.vectors import Vec
-from engine.fleet.model import ClusterView
+from engine.fleet.model import ClusterView, Estimates, PodShape
 
 
 class ClusterState:
@@ -40,6 +47,7 @@ class ClusterState:
         "_room_bounds",
         "_shapes",
         "allocatable",
+        "beyond",
         "free",
         "model",
         "nodes",
@@ -47,7 +55,12 @@ class ClusterState:
         "view",
     )
 
-    def __init__(self, view: ClusterView) -> None:
+    def __init__(
+        self,
+        view: ClusterView,
+        estimates: Mapping[PodShape, int] | None = None,
+        estimator_failed: str = "",
+    ) -> None:
         self.view = view
         self.allocatable: Vec = vectors.capacity_milli(view.allocatable)
         self.free: Vec = vectors.capacity_milli(view.free)
@@ -70,6 +83,8 @@ class ClusterState:
             )
             self.nodes = nodes
             self._room_bounds = all(v >= 0 for shape in nodes for v in shape)
+        # what is known beyond the minimums: never, maybe, the scheduler-estimator's answers
+        self.beyond = Beyond(view, self.model, self._shape, estimates, estimator_failed)
 
     @property
     def name(self) -> str:
@@ -86,6 +101,7 @@ class ClusterState:
         other._counts = self._counts
         other._own_counts = self._own_counts = False
         other._shapes = self._shapes  # the same model
+        other.beyond = self.beyond.copy()
         return other
 
     # --- what fits -----------------------------------------------------------------------------
@@ -111,6 +127,12 @@ class ClusterState:
         found = answers.fits.get(key)
         if found is None:
             most = None
+            if (
+                self.beyond.never(groups, self.allocatable) is not None
+            ):  # no node could hold a pod, even empty
+                answers.fits[key] = False
+                answers.firm.add(key)
+                return False
             if len(groups) == 1:  # jobs of one pod shape and any count share one answer
                 shape = key[0][0]
                 if shape in answers.most:
@@ -140,6 +162,8 @@ class ClusterState:
                 return None
             elif free.get(r, 0) < 0:  # a zero request on an overdrawn resource: as _fits
                 most = -1
+        if self.beyond.estimates and (room := self.beyond.room(requests)) is not None:
+            return min(most, room)
         if self.nodes is not None:
             shape = self._shape(requests)
             if any(shape):
@@ -173,6 +197,8 @@ class ClusterState:
         for r, v in need.items():
             if v > free.get(r, 0):
                 return False, True
+        if self.beyond.estimates and (short := self.beyond.short(groups)) is not None:
+            return short[0] is None, True  # placing more only lowers what the estimator said
         if self.nodes is None:
             return True, False
         if len(groups) > 1 and self._room_bounds:
@@ -194,6 +220,8 @@ class ClusterState:
                 short = vectors.shortfall(need, free)
                 r = min(short)
                 return Misfit(short, 0, totals_text(r, need[r], max(free.get(r, 0), 0)))
+        if self.beyond.estimates and (said := self.beyond.misfit(groups))[0]:
+            return said[1]
         if self.nodes is None:
             return None
         if len(groups) == 1:  # as ``_unplaced``, with the count of nodes found on the way
@@ -278,6 +306,8 @@ class ClusterState:
             return []
         found = []
         for g in groups:
+            if self.beyond.estimates and self.beyond.room(g.requests) is not None:
+                continue  # the estimator's room, not the models', says whether it fits
             shape = self._shape(g.requests)
             if any(shape) and (short := g.count - self._room(shape)) > 0:
                 found.append((shape, short))
@@ -291,19 +321,10 @@ class ClusterState:
     def rooms_freed(
         self, released: Sequence[Sequence[PodGroup]], shape: tuple[int, ...]
     ) -> list[int]:
-        """``room_freed`` of each of ``released`` (pods of few shapes: each counted once)."""
-        per_pod: dict[tuple[int, ...], int] = {}
-        found = []
-        for groups in released:
-            freed = 0
-            for g in groups:
-                pod = self._shape(g.requests)
-                per = per_pod.get(pod)
-                if per is None:
-                    per = per_pod[pod] = nodes_of.per_node(pod, shape)
-                freed += g.count * per
-            found.append(freed)
-        return found
+        """``room_freed`` of each of ``released``."""
+        return nodes_of.rooms_freed(
+            [[(self._shape(g.requests), g.count) for g in groups] for groups in released], shape
+        )
 
     def nodes_with_room(self, requests: Mapping[str, int]) -> int:
         if self.nodes is None:
@@ -312,22 +333,50 @@ class ClusterState:
 
     def max_pods(self, requests: Mapping[str, int]) -> int:
         """How many pods of this shape fit now (for splitting a resizable job)."""
+        if self.beyond.never([PodGroup(requests, 1)], self.allocatable) is not None:
+            return 0
         most = min((self.free.get(r, 0) // v for r, v in requests.items() if v > 0), default=10**9)
+        if self.beyond.estimates and (room := self.beyond.room(requests)) is not None:
+            return max(min(most, room), 0)
         need = self._shape(requests)
         if self.nodes is not None and any(need):
             most = min(most, self._room(need))
         return max(most, 0)
 
+    # --- beyond the minimums ------------------------------------------------------------------
+    def may_hold(self, groups: Sequence[PodGroup], need: Vec, key: PodKey) -> bool:
+        """Whether the pods, which the minimums of the resource models have no room for, may
+        fit nodes at the most their grades allow (``nodebounds``); False where the estimator
+        answered for them (its answer is exact) or there are no models."""
+        if self.nodes is None:
+            return False
+        answers = self._current()
+        found = answers.maybe.get(key)
+        if found is None:
+            free = self.free
+            found = all(v <= free.get(r, 0) for r, v in need.items())
+            if found and self.beyond.estimates and self.beyond.short(groups) is not None:
+                found = False
+            found = answers.maybe[key] = found and self.beyond.may_hold(groups)
+        return found
+
     # --- changes -------------------------------------------------------------------------------
     def place(self, groups: Sequence[PodGroup]) -> None:
-        """Take the pods' resources: after ``misfit`` returned None, or for a job admitted but
-        not yet in the cluster's status (pods that no longer fit the stale node model are
-        taken from the totals only)."""
+        """Take the pods' resources: after ``misfit`` returned None, for a job admitted where
+        it may fit (``may_hold``), or for a job admitted but not yet in the cluster's status.
+        Pods the minimums have no room for take the nodes of the grade they may fit (or, when
+        none, only the totals)."""
         for g in groups:
             vectors.add_into(self.free, g.requests, -g.count)
         moved: list[Move] = []
+        left = [0] * len(groups)
         if self.nodes is not None:
-            self.nodes = self._place_nodes(self.nodes, groups, moved)[0]
+            shaped = [(self._shape(g.requests), g) for g in groups]
+            left = nodes_of.place_each(self.nodes, shaped, moved)
+        for low, n in self.beyond.placed(groups, left):
+            if self.nodes is not None and (taken := min(n, self.nodes.get(low, 0))):
+                nodes_of.drop(self.nodes, low, taken)
+                moved.append((low, None, taken))
         before = self._answers
         self.version += 1
         self._logged(moved)
@@ -347,8 +396,7 @@ class ClusterState:
                 shape = self._shape(g.requests)
                 self.nodes[shape] = self.nodes.get(shape, 0) + g.count
                 moved.append((None, shape, g.count))
-        self.version += 1
-        self._logged(moved)
+        self._changed(-1, groups, moved)
 
     def retake(self, groups: Sequence[PodGroup]) -> None:
         """Undo ``release(groups)`` on a state where nothing was placed since (a trial copy
@@ -358,12 +406,13 @@ class ClusterState:
             vectors.add_into(self.free, g.requests, -g.count)
             if self.nodes is not None:
                 shape = self._shape(g.requests)
-                left = self.nodes[shape] - g.count
-                if left:
-                    self.nodes[shape] = left
-                else:
-                    del self.nodes[shape]
+                nodes_of.drop(self.nodes, shape, g.count)
                 moved.append((shape, None, g.count))
+        self._changed(-2, groups, moved)
+
+    def _changed(self, sign: int, groups: Sequence[PodGroup], moved: Sequence[Move]) -> None:
+        """After ``release`` (sign -1) or ``retake`` (-2)."""
+        self.beyond.released(groups, again=sign == -2)
         self.version += 1
         self._logged(moved)
 
@@ -391,3 +440,9 @@ class ClusterState:
     ) -> tuple[dict[tuple[int, ...], int], tuple[PodGroup, int] | None]:
         """``nodes.place`` of the groups, each with its shape."""
         return nodes_of.place(nodes, [(self._shape(g.requests), g) for g in groups], moved)
+
+
+def cluster_states(views: Sequence[ClusterView], estimates: Estimates) -> dict[str, ClusterState]:
+    """A state per cluster (in ``views``' order), each with its estimator's answers."""
+    said, failed = estimates.by_cluster(), estimates.failed
+    return {v.name: ClusterState(v, said.get(v.name), failed.get(v.name, "")) for v in views}

@@ -9,8 +9,11 @@ The steps, each in its own module:
  4. order      — queue priority tiers, weighted fair share, FIFO within a queue
  5. quota      — guarantee, borrowing within limits, max on every ancestor
  6. placement  — candidate clusters, gang fit, scores; commit so later jobs see it
- 7. preemption — victims for a job that quota or capacity keeps out, when its queue allows
+ 7. preemption — victims for a job that quota or capacity keeps out, when its queue allows;
+                 without any, a job that may fit (``nodeShape: Optimistic``) is admitted there
  8. explain    — a reason for every job not admitted, its position, queue reports
+
+One module past 400 lines: the steps above share the cycle's working state (``Cycle``).
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from engine.cycle import (
     vectors,
     victims,
 )
-from engine.cycle.capacity import ClusterState
+from engine.cycle.capacity import cluster_states
 from engine.cycle.jobs import (
     AdmittedJob,
     Backoff,
@@ -87,7 +90,7 @@ class Cycle:
         self.backoff = sorted(backoff, key=_binding_name)
         # 2. accounting
         views = sorted(snapshot.clusters, key=lambda c: c.name)
-        self.clusters = {c.name: ClusterState(c) for c in views}
+        self.clusters = cluster_states(views, snapshot.estimates)
         capacity = vectors.total((s.allocatable, 1) for s in self.clusters.values() if s.view.ready)
         self.quota = QuotaTree(policies.queues, capacity)
         for job in self.admitted:
@@ -256,6 +259,10 @@ class Cycle:
             return False
         splittable = job.mapped.allow_split and job.workload is not None
         placed = self.placer.place(job, splittable)
+        if placed.reason == Reason.NO_CLUSTER_FITS and placed.fallback is not None:
+            if self._preempt(job, leaf, placed.message):
+                return False
+            placed = placed.fallback  # nothing to preempt: where it may fit
         if placed.reason is None:
             for name, groups in placed.assignments:
                 self.clusters[name].place(groups)

@@ -113,6 +113,45 @@ def place(
     return nodes, None
 
 
+def rooms_freed(released: Sequence[Sequence[tuple[Shape, int]]], shape: Shape) -> list[int]:
+    """Per release of (pod shape, count) pairs, the pods of ``shape`` the released pods' room
+    holds, each pod's room a node of its own (pods of few shapes: each counted once)."""
+    per_pod: dict[Shape, int] = {}
+    found = []
+    for pods in released:
+        freed = 0
+        for pod, count in pods:
+            per = per_pod.get(pod)
+            if per is None:
+                per = per_pod[pod] = per_node(pod, shape)
+            freed += count * per
+        found.append(freed)
+    return found
+
+
+def place_each(
+    nodes: dict[Shape, int], shaped: Sequence[tuple[Shape, PodGroup]], moved: list[Move]
+) -> list[int]:
+    """``place`` in its order, every group tried even when one finds too little room; the
+    pods left over per group, in ``shaped``'s order."""
+    order = sorted(range(len(shaped)), key=lambda i: shaped[i][0])
+    left = [0] * len(shaped)
+    for i in reversed(order):
+        unplaced = place(nodes, [shaped[i]], moved)[1]
+        if unplaced is not None:
+            left[i] = unplaced[1]
+    return left
+
+
+def drop(nodes: dict[Shape, int], shape: Shape, count: int) -> None:
+    """Take ``count`` nodes of ``shape`` away."""
+    left = nodes[shape] - count
+    if left:
+        nodes[shape] = left
+    else:
+        del nodes[shape]
+
+
 class RoomCounts:
     """How many pods of each shape some nodes hold: counted once, then brought through the
     node changes logged since when asked again (counted anew when that is less work). The log

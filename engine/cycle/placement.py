@@ -14,6 +14,12 @@ by region), else its pods are divided (``engine.cycle.division``): greedily in r
 (BinPack) or in proportion to room (Spread), per cluster or per region. Clusters are ranked
 (``engine.cycle.scoring``) by affinity group, cost, whether every CEL score succeeded, then
 the weighted CEL scores plus the strategy's term; a score that fails is named in the decision.
+
+Where no candidate fits, node shape's other two answers (``nodebounds``): a job a pod of which
+no node of any candidate could ever hold is rejected (``NeverFits``); a job that may fit where
+the resource models cannot promise the room gets, with ``nodeShape: Optimistic``, a fallback
+admission there, which the cycle takes when preemption cannot make it surely fit. One module
+past 400 lines: finding candidates and choosing among them share the per-cycle caches.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from engine.cycle.dependencies import pinned
 from engine.cycle.division import divide
 from engine.cycle.jobs import JobCache, PendingJob, PodGroup, pod_key
 from engine.cycle.jobvalues import JobValues
+from engine.cycle.nodebounds import Never, never_message, never_text
 from engine.cycle.placement_memo import MAX_STATIC, Candidates, PlacementMemo
 from engine.cycle.placevalues import PlacedJob, cluster_values, placed_job, reads_placed
 from engine.cycle.placevalues import cluster_region as region_of
@@ -39,10 +46,11 @@ from engine.fleet.affinity import untolerated
 from engine.fleet.model import PlacementView, Snapshot, affinity_allows
 from engine.policy import cel
 from engine.policy.access import MISSING_ROOT
-from engine.policy.model import PlacementStrategy, SpreadBy
+from engine.policy.model import NodeShape, PlacementStrategy, SpreadBy
 from engine.policy.policyset import PolicySet
 
 Assignment = tuple[str, tuple[PodGroup, ...]]
+MAYBE_NOTE = "; a node may have the room, but the cluster's resource models cannot promise it"
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +59,9 @@ class PlaceResult:
     reason: Reason | None
     message: str
     cluster_reasons: tuple[tuple[str, str], ...] = ()
+    # where the job may fit (``nodeShape: Optimistic``): the admission to make when no
+    # preemption makes it surely fit
+    fallback: PlaceResult | None = None
 
 
 class Placer:
@@ -70,6 +81,7 @@ class Placer:
         placement = policies.scheduling.placement
         self.strategy = placement.strategy
         self.spread_by = placement.spread_by
+        self.node_shape = placement.node_shape
         self.filters = placement.filters
         self.scores = placement.scores
         kept = (
@@ -233,7 +245,7 @@ class Placer:
         if failed is not None:
             return failed
         result = self._place(job, candidates, job_key, splittable, fail_key)
-        if result.reason is not None:
+        if result.reason is not None and result.fallback is None:
             self._failures[fail_key] = result
         return result
 
@@ -289,17 +301,33 @@ class Placer:
                 said = f"split across {where}" if len(split) > 1 else f"admitted to {split[0][0]}"
                 return _scored(split, said + self.costs.said(self.clusters, split), failed)
         ever = False
+        maybe: list[str] = []
+        never: dict[str, tuple[PodGroup, Never]] = {}
         for name in candidates.names:
             state = self.clusters[name]
+            found = state.beyond.never(pods, state.allocatable)
+            if found is not None:
+                never[name] = found
+                reasons[name] = f"a pod {never_text(found[1], bool(state.view.node_shapes))}"
+                continue
             if not state.could_ever_hold(pods, demand):
                 reasons[name] = "gang larger than the cluster's allocatable"
                 continue
             ever = True
             misfit = state.misfit(pods, demand, key)
-            reasons[name] = misfit.message if misfit is not None else "no room"
+            reason = misfit.message if misfit is not None else "no room"
+            if misfit is not None and misfit.node_pods and state.may_hold(pods, demand, key):
+                maybe.append(name)
+                reason += MAYBE_NOTE
+            reasons[name] = reason + state.beyond.note()
         need = vectors.describe_vec(demand)
         # clusters out only for now (not Ready, excluded) may hold it later: wait, not reject
-        ever = ever or any(self.clusters[n].could_ever_hold(pods) for n in candidates.later)
+        later = [self.clusters[n] for n in candidates.later]
+        ever = ever or any(
+            s.could_ever_hold(pods) and s.beyond.never(pods, s.allocatable) is None for s in later
+        )
+        if not ever and never:
+            return PlaceResult((), Reason.NEVER_FITS, never_message(job, never), _sorted(reasons))
         if not ever and not splittable:
             return PlaceResult(
                 (),
@@ -308,12 +336,22 @@ class Placer:
                 _sorted(reasons),
             )
         count = len(candidates.names)
-        return PlaceResult(
-            (),
-            Reason.NO_CLUSTER_FITS,
-            f"none of {count} candidate clusters has room now for {need}",
-            _sorted(reasons),
-        )
+        message = f"none of {count} candidate clusters has room now for {need}"
+        fallback = None
+        if maybe and self.node_shape == NodeShape.OPTIMISTIC:
+            best = max(maybe, key=lambda n: self._score(n, candidates, job_key, variables, demand))
+            fallback = PlaceResult(
+                ((best, pods),),
+                None,
+                f"admitted to {best}, where it may fit: its resource models cannot promise a "
+                "node with room (spec.placement.nodeShape: Optimistic)",
+            )
+        elif maybe:
+            message += (
+                f"; {len(maybe)} may have it, but their resource models cannot promise the room "
+                "(spec.placement.nodeShape: Conservative)"
+            )
+        return PlaceResult((), Reason.NO_CLUSTER_FITS, message, _sorted(reasons), fallback)
 
     def _score(
         self,

@@ -68,6 +68,10 @@ class Reason(StrEnum):
     """The job alone needs more than its queue's (or an ancestor's) max: it can never fit."""
     GANG_TOO_LARGE = "GangTooLarge"
     """No cluster the job may use could hold its gang even when empty."""
+    NEVER_FITS = "NeverFits"
+    """A pod of the job is larger than any node of every candidate cluster, even empty (the
+    clusters' ``fleetgate.io/node-shapes``, else their allocatable): it can never start. A
+    fleet change that makes it fit (a bigger node) admits it on a later cycle."""
     GROUP_TOO_LARGE = "GroupTooLarge"
     """The group's minimum could never fit at once, even on empty clusters: too few of its
     members fit any cluster they may use (with spread, too few distinct clusters)."""
@@ -91,6 +95,7 @@ NEVER = frozenset(
         Reason.DEPENDENCY_FAILED,
         Reason.EXCEEDS_MAX_QUOTA,
         Reason.GANG_TOO_LARGE,
+        Reason.NEVER_FITS,
         Reason.INVALID_GROUP,
         Reason.GROUP_TOO_LARGE,
     }

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
 
+from engine import annotations as ann
 from engine.errors import QuantityError
 from engine.fleet.fields import (
     expect_int,
@@ -56,6 +58,7 @@ def read_cluster(obj: Mapping[str, Any]) -> ClusterView:
                 key=lambda m: m.grade,
             )
         ),
+        node_shapes=node_shapes(meta.annotations.get(ann.NODE_SHAPES)),
         allocatable_modelings=tuple(
             sorted(
                 _modeling(m, f"status.resourceSummary.allocatableModelings[{i}]")
@@ -65,6 +68,27 @@ def read_cluster(obj: Mapping[str, Any]) -> ClusterView:
             )
         ),
     )
+
+
+def node_shapes(raw: str | None) -> tuple[Resources, ...]:
+    """The ``fleetgate.io/node-shapes`` annotation: a JSON list of node allocatables."""
+    if not raw:
+        return ()
+    path = f"metadata.annotations[{ann.NODE_SHAPES}]"
+    try:
+        value = json.loads(raw)
+    except ValueError as err:
+        raise DemandError(path, f"not JSON: {err}") from err
+    shapes = expect_list(value, path)
+    if len(shapes) > ann.MAX_NODE_SHAPES:
+        raise DemandError(path, f"{len(shapes)} node shapes, at most {ann.MAX_NODE_SHAPES}")
+    found = []
+    for i, shape in enumerate(shapes):
+        where = f"{path}[{i}]"
+        if not expect_mapping(shape, where):
+            raise DemandError(where, "a node shape names at least one resource")
+        found.append(Resources(amounts(shape, where)))
+    return tuple(found)
 
 
 def _list(parent: Mapping[str, Any], key: str, prefix: str = "spec") -> list[Any]:

@@ -33,12 +33,14 @@ __all__ = [
     "ClusterAffinity",
     "ClusterView",
     "Component",
+    "Estimates",
     "FrozenDict",
     "IssueCode",
     "LabelSelector",
     "ObjectKey",
     "ObjectRef",
     "PlacementView",
+    "PodShape",
     "PriorityClassView",
     "PropagationView",
     "Requirement",
@@ -86,6 +88,9 @@ class ClusterView:
     allocating: Resources
     resource_models: tuple[ResourceModel, ...] = ()
     allocatable_modelings: tuple[tuple[int, int], ...] = ()  # (grade, node count)
+    # the allocatable of each kind of node (annotation ``fleetgate.io/node-shapes``); empty
+    # when not declared
+    node_shapes: tuple[Resources, ...] = ()
 
     @property
     def free(self) -> Resources:
@@ -229,6 +234,31 @@ class SnapshotIssue:
         return issue_text(self.source, self.line, self.column, self.object, self.path, self.message)
 
 
+# A pod's requests as the cycle holds them: (resource, amount in milli-units) sorted by name,
+# ``pods`` (1000) included.
+PodShape = tuple[tuple[str, int], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Estimates:
+    """What the members' karmada-scheduler-estimators said just before the cycle (the
+    reconciler asks them; dry-run and the simulator leave this empty).
+
+    ``replicas``: (cluster, pod shape) → how many such pods the member can start now, by its
+    real nodes. ``failed``: cluster → why its estimator gave no answer this time (its resource
+    models were used instead)."""
+
+    replicas: FrozenDict[tuple[str, PodShape], int] = field(default_factory=FrozenDict)
+    failed: FrozenDict[str, str] = field(default_factory=FrozenDict)
+
+    def by_cluster(self) -> dict[str, dict[PodShape, int]]:
+        """cluster → pod shape → replicas."""
+        found: dict[str, dict[PodShape, int]] = {}
+        for (cluster, shape), replicas in self.replicas.items():
+            found.setdefault(cluster, {})[shape] = replicas
+        return found
+
+
 @dataclass(frozen=True, slots=True)
 class Snapshot:
     clusters: tuple[ClusterView, ...]  # sorted by name
@@ -239,6 +269,7 @@ class Snapshot:
     errors: tuple[SnapshotIssue, ...] = ()
     # (namespace, name) → Volcano HyperJob: the size of its co-admission group (cycle/groups.py)
     hyperjobs: FrozenDict[tuple[str, str], HyperJob] = field(default_factory=FrozenDict)
+    estimates: Estimates = field(default_factory=Estimates)
 
     def cluster(self, name: str) -> ClusterView | None:
         return next((c for c in self.clusters if c.name == name), None)

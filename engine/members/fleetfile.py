@@ -16,7 +16,10 @@ Format (``examples/fleet.yaml``; every problem is reported at once, each as
       taints: [{key: k, value: v, effect: NoSchedule}]
       nodes:                               # required
       - {count: 4, shape: {cpu: 96, memory: 1Ti, nvidia.com/gpu: 8}, labels: {...}}
-      resourceModels: [...]                # optional, Karmada's spec.resourceModels
+      resourceModels: [...]                # optional, Karmada's spec.resourceModels, or
+                                           # KarmadaDefaults (Karmada's nine cpu/memory
+                                           # grades); default: built from the node shapes
+                                           # (engine.members.grades)
       apiEndpoint: https://…               # optional
       kubernetesVersion: v1.31.0           # optional
 """
@@ -34,6 +37,7 @@ from engine.errors import FleetgateError, PolicyIssue, QuantityError, value_type
 from engine.fleet.clusters import TAINT_EFFECTS
 from engine.fleet.frozen import FrozenDict
 from engine.fleet.model import ResourceModel, Taint
+from engine.members.grades import karmada_default_models
 from engine.members.spec import (
     DEFAULT_JOB_DURATION,
     DEFAULT_PODS_PER_NODE,
@@ -56,6 +60,7 @@ _CLUSTER = (
     "resourceModels", "apiEndpoint", "kubernetesVersion",
 )  # fmt: skip
 _NODES = ("count", "shape", "labels")
+KARMADA_DEFAULTS = "KarmadaDefaults"  # resourceModels: Karmada's own default grades
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 _DURATION = re.compile(r"(?:[0-9]+(?:\.[0-9]+)?(?:ms|s|m|h))+")
 _DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|s|m|h)")
@@ -283,6 +288,11 @@ class _Reader:
         return NodeGroup(count, Resources(shape), labels) if count else None
 
     def models(self, raw: Any, path: JsonPath) -> tuple[ResourceModel, ...]:
+        if isinstance(raw, str):
+            if raw == KARMADA_DEFAULTS:
+                return karmada_default_models()
+            self.issue(path, f"expected a list of grades or {KARMADA_DEFAULTS!r}, got {raw!r}")
+            return ()
         models: list[ResourceModel] = []
         for i, item in enumerate(self.items(raw, path)):
             where = (*path, i)

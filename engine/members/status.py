@@ -9,6 +9,8 @@ Follows ``pkg/controllers/status/cluster_status_controller.go``:
 * ``allocatableModelings``: nodes per grade of ``spec.resourceModels`` by what each has free
   (``engine.members.grades``);
 * ``nodeSummary``: every simulated node is Ready;
+* the annotation ``fleetgate.io/node-shapes`` (the sandbox and the simulator know their nodes):
+  the allocatable of each kind of node, as ``engine.fleet.nodeshape.annotation`` writes it;
 * the ``Ready`` condition keeps its ``lastTransitionTime`` while its status is unchanged; an
   unreachable member gets only the condition, the rest stays as last collected.
 """
@@ -17,19 +19,26 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping
-from fractions import Fraction
 from typing import Any
 
+from engine import annotations as ann
 from engine.fleet.model import ResourceModel
+from engine.fleet.nodeshape import annotation, quantity_text
 from engine.members.grades import allocatable_modelings, default_models
 from engine.members.model import MemberCluster
-from engine.quantity import format_quantity
 from engine.resources import Resources
 
 API_VERSION = "cluster.karmada.io/v1alpha1"
 READY = ("True", "ClusterReady", "cluster is healthy and ready to accept workloads")
 NOT_READY = ("False", "ClusterNotReachable", "cluster is not reachable")
-_BINARY = (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10))
+__all__ = [
+    "cluster_object",
+    "cluster_status",
+    "models_json",
+    "node_shapes_annotation",
+    "quantity_text",
+    "resource_models",
+]
 
 
 def resource_models(member: MemberCluster) -> tuple[ResourceModel, ...]:
@@ -90,6 +99,8 @@ def cluster_object(
     metadata: dict[str, Any] = {"name": spec.name}
     if spec.labels:
         metadata["labels"] = dict(spec.labels)
+    if spec.nodes:
+        metadata["annotations"] = {ann.NODE_SHAPES: node_shapes_annotation(member)}
     return {
         "apiVersion": API_VERSION,
         "kind": "Cluster",
@@ -97,6 +108,11 @@ def cluster_object(
         "spec": cluster_spec,
         "status": cluster_status(member, now, (previous or {}).get("status")),
     }
+
+
+def node_shapes_annotation(member: MemberCluster) -> str:
+    """``fleetgate.io/node-shapes`` of the member's node groups."""
+    return annotation(g.allocatable for g in member.spec.nodes)
 
 
 def models_json(models: tuple[ResourceModel, ...]) -> list[dict[str, Any]]:
@@ -135,15 +151,6 @@ def plural(kind: str) -> str:
 
 def resource_list(amounts: Resources) -> dict[str, str]:
     return {name: quantity_text(name, value) for name, value in amounts.items()}
-
-
-def quantity_text(name: str, value: Fraction) -> str:
-    """An exact quantity; whole byte amounts of memory-like resources with a binary suffix."""
-    if ("memory" in name or "storage" in name) and value.denominator == 1 and value > 0:
-        for suffix, size in _BINARY:
-            if value % size == 0:
-                return f"{value // size}{suffix}"
-    return format_quantity(value)
 
 
 def timestamp(moment: dt.datetime) -> str:

@@ -44,6 +44,17 @@ class SpreadBy(StrEnum):
     REGION = "Region"
 
 
+class NodeShape(StrEnum):
+    """``placement.nodeShape``: what a pod that may fit a node (between a resource-model
+    grade's minimum and its maximum) is taken for when no cluster surely fits it."""
+
+    OPTIMISTIC = "Optimistic"
+    """Admit it where it may fit; the startup timeout catches a wrong guess (requeued with
+    that cluster excluded for a while)."""
+    CONSERVATIVE = "Conservative"
+    """Wait until some cluster's models promise the room (or its estimator says so)."""
+
+
 class Unpriced(StrEnum):
     """What ``placement.cost`` does with a cluster that has no well-formed price."""
 
@@ -147,6 +158,7 @@ class Placement:
     strategy: PlacementStrategy
     cost: Cost | None = None
     spread_by: SpreadBy = SpreadBy.CLUSTER
+    node_shape: NodeShape = NodeShape.OPTIMISTIC
 
 
 @dataclass(frozen=True, slots=True)

@@ -110,6 +110,11 @@ class KarmadaControllers:
         if subscribe is not None:  # a fault changed: look again now rather than on the tick
             subscribe(lambda _kind, _detail: self._wake.set())
 
+    @property
+    def pass_lock(self) -> threading.Lock:
+        """Held for the whole of each pass: the members change only inside one."""
+        return self._pass
+
     def member(self, name: str) -> MemberCluster:
         """The member model (for faults: ``fail``, ``set_ready``)."""
         return self.fleet[name]

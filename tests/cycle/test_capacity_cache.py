@@ -335,6 +335,7 @@ def test_a_greedy_no_for_several_pod_groups_is_asked_again_after_place() -> None
     state.model = ("a", "b")
     state.nodes = {(1000, 2000): 1, (2000, 1000): 1}
     state.free = {"a": 3000, "b": 3000, PODS: 10_000}
+    state.allocatable = dict(state.free)  # a pod asking more than it could never fit
     job = (PodGroup({"a": 1000, "b": 1000, PODS: 1000}, 1), PodGroup({"b": 2000, PODS: 1000}, 1))
     assert not state.fits(job, need(job))  # (1,1) takes the (1,2) node; (0,2) finds none
     state.place((PodGroup({"a": 1000, PODS: 1000}, 1),))  # (1,2) becomes (0,2)
@@ -357,6 +358,7 @@ def two_resources(
     state = ClusterState(view(nodes=1))
     state.model = ("a", "b")
     state.nodes = dict(nodes)
+    state.allocatable = dict.fromkeys(("a", "b", PODS), 10**9)
     return state, tuple(PodGroup({"a": a, "b": b, PODS: 1000}, n) for a, b, n in groups)
 
 

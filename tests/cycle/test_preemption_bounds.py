@@ -92,6 +92,7 @@ def test_room_freed_is_the_room_a_release_gives_and_deficits_the_room_lacking(
     state = ClusterState(view(nodes=1))
     state.model, state.nodes = ("a", "b"), dict(nodes)
     state.free = dict.fromkeys(("a", "b", PODS), 10**9)
+    state.allocatable = dict(state.free)
     short = [
         ((g.requests["a"], g.requests["b"]), g.count - room)
         for g in groups

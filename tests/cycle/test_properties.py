@@ -30,7 +30,7 @@ from engine.cycle.jobs import JobCache
 from engine.cycle.model import CycleResult, Decision
 from engine.cycle.reasons import NEVER, Action, Reason
 from engine.fleet.model import ClusterView, Snapshot
-from engine.policy.model import AdmitOn
+from engine.policy.model import AdmitOn, NodeShape
 from engine.policy.policyset import PolicySet, load_policy_set
 from engine.quantity import parse_quantity
 from tests.cycle import builders
@@ -147,7 +147,10 @@ def queue_documents(draw: st.DrawFn, preemptive: bool = False) -> list[dict[str,
                 "metadata": {"name": "default"},
                 "spec": {
                     "gang": {"admitOn": draw(st.sampled_from(["All", "MinMember"]))},
-                    "placement": {"strategy": draw(st.sampled_from(["BinPack", "Spread"]))},
+                    "placement": {
+                        "strategy": draw(st.sampled_from(["BinPack", "Spread"])),
+                        "nodeShape": draw(st.sampled_from(["Optimistic", "Conservative"])),
+                    },
                     "fairSharing": {"enabled": draw(st.booleans())},
                 },
             }
@@ -402,15 +405,20 @@ def free_at_start(snapshot: Snapshot, scenario: Mapping[str, Any]) -> dict[str, 
     return free
 
 
-def free_nodes(view: ClusterView) -> list[tuple[Amounts, int]] | None:
-    """The cluster's free nodes by shape from its resource models (None without models)."""
+def free_nodes(view: ClusterView, optimistic: bool = False) -> list[tuple[Amounts, int]] | None:
+    """The cluster's free nodes by shape from its resource models (None without models): each
+    grade's minimum, or (``optimistic``: ``nodeShape: Optimistic`` may admit pods a node of the
+    grade may hold) the most a node of the grade may have: just under its max, the last
+    grade (whose max is unbounded, and no node shape is declared here) at its minimum."""
     if not view.resource_models or not view.allocatable_modelings:
         return None
     grades = {m.grade: m for m in view.resource_models}
-    first = min(grades)
+    first, last = min(grades), max(grades)
     out = []
     for grade, count in view.allocatable_modelings:
         floor = {r: lo for r, (lo, _) in grades[grade].ranges.items()} if grade != first else {}
+        if optimistic and grade != last:
+            floor = {r: hi - Fraction(1, 1000) for r, (_, hi) in grades[grade].ranges.items()}
         out.append(({r: floor.get(r, Fraction(0)) for r in grades[grade].ranges}, count))
     return out
 
@@ -454,7 +462,8 @@ def test_no_cluster_is_over_committed(scenario: dict[str, Any], load: Callable) 
                 problems.append(
                     f"{view.name}: admitted {amount} {r}, only {free[view.name].get(r, 0)} free"
                 )
-        nodes = free_nodes(view)
+        optimistic = policies.scheduling.placement.node_shape == NodeShape.OPTIMISTIC
+        nodes = free_nodes(view, optimistic)
         if nodes is None:
             continue
         by_shape: Counter[tuple[tuple[str, Fraction], ...]] = Counter()

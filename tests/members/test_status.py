@@ -41,38 +41,37 @@ def test_resource_summary_counts_bound_and_unbound_pods_as_karmada_does():
         "nvidia.com/gpu": "16",
         "pods": "2",
     }
-    # grades on GPUs 0 1 2 4 8, cpu and memory at half the per-GPU share (6 cores, 64Gi)
+    # grades on GPUs 0 1 … 8, cpu and memory at the full per-GPU share (12 cores, 128Gi)
     assert summary["allocatableModelings"] == [
         {"grade": 0, "count": 1},  # the busy node: no GPU free
-        {"grade": 1, "count": 0},
-        {"grade": 2, "count": 0},
-        {"grade": 3, "count": 0},
-        {"grade": 4, "count": 1},  # the idle node: 8 GPUs, >= 48 cores, >= 512Gi
+        *({"grade": g, "count": 0} for g in range(1, 8)),
+        {"grade": 8, "count": 1},  # the idle node: the whole node, 8 GPUs, 96 cores, 1Ti
     ]
 
 
 def test_default_grades_of_a_gpu_member():
     models = cluster_object(gpu_member(), at(0))["spec"]["resourceModels"]
     mins = [{r["name"]: r["min"] for r in m["ranges"]} for m in models]
+    # a grade at every GPU count, the full per-GPU share of the node: the top grade is the
+    # whole node
+    memory = ["0", *(f"{128 * g}Gi" for g in range(1, 8)), "1Ti"]
     assert mins == [
-        {"cpu": "0", "memory": "0", "nvidia.com/gpu": "0"},
-        {"cpu": "6", "memory": "64Gi", "nvidia.com/gpu": "1"},
-        {"cpu": "12", "memory": "128Gi", "nvidia.com/gpu": "2"},
-        {"cpu": "24", "memory": "256Gi", "nvidia.com/gpu": "4"},
-        {"cpu": "48", "memory": "512Gi", "nvidia.com/gpu": "8"},
+        {"cpu": str(12 * g), "memory": memory[g], "nvidia.com/gpu": str(g)} for g in range(9)
     ]
     assert models[-1]["ranges"][0]["max"] == str(2**63 - 1)
 
 
-def test_a_cpu_member_gets_karmadas_default_grades():
+def test_a_cpu_member_gets_grades_up_to_its_whole_node():
     shape = {"cpu": 62, "memory": 240 * GI}
     member = MemberCluster(ClusterSpec("cpu", nodes=(NodeGroup.of(3, shape),)), at(0))
     obj = cluster_object(member, at(0))
     cpu_mins = [m["ranges"][0]["min"] for m in obj["spec"]["resourceModels"]]
-    assert cpu_mins == ["0", "1", "2", "4", "8", "16", "32", "64", "128"]
-    # 62 cores → grade 6 on cpu, 240Gi → grade 5 on memory: the node is grade 5
+    assert cpu_mins == ["0", "1", "2", "3", "4", "6", "8", "12", "16", "24", "32", "48", "62"]
+    # (Karmada's defaults put this node in grade 5: 16 cores, 128Gi) the top grade is the node
+    top = obj["spec"]["resourceModels"][-1]["ranges"]
+    assert [(r["name"], r["min"]) for r in top] == [("cpu", "62"), ("memory", "240Gi")]
     modelings = obj["status"]["resourceSummary"]["allocatableModelings"]
-    assert [m["count"] for m in modelings] == [0, 0, 0, 0, 0, 3, 0, 0, 0]
+    assert [m["count"] for m in modelings] == [0] * 12 + [3]
 
 
 def test_status_keeps_the_ready_transition_time_and_goes_stale_when_unreachable():
@@ -118,7 +117,7 @@ def test_the_cluster_object_round_trips_into_the_same_free_capacity_and_node_gra
     assert view.free == Resources({"cpu": 189, "memory": 2 * TI - 12 * GI, "pods": 217})
     names, nodes = from_models(view.resource_models, view.allocatable_modelings)
     assert names == ("cpu", "memory", "nvidia.com/gpu")
-    assert nodes == {(0, 0, 0): 1, (48_000, 512 * GI * 1000, 8_000): 1}
+    assert nodes == {(0, 0, 0): 1, (96_000, TI * 1000, 8_000): 1}  # the idle node, whole
     assert all(math.isfinite(m.grade) for m in view.resource_models)
 
 
