@@ -38,6 +38,10 @@ ATTEMPTS = "fleetgate.io/attempts"
 EXCLUDED_CLUSTERS = "fleetgate.io/excluded-clusters"
 """``name=RFC3339,…``: clusters where the job failed, excluded until the given time."""
 
+PREEMPTIONS = "fleetgate.io/preemptions"
+"""How many times the job was preempted (the reconciler adds one at each preemption);
+``spec.preemption.maxPerJob`` reads it."""
+
 GAVE_UP = "fleetgate.io/gave-up"
 """Why fleetgate stopped requeueing the binding after ``requeue.maxAttempts`` failed attempts
 (reason, cluster, message). While it is present the cycle rejects the job (``GaveUp``); remove

@@ -160,7 +160,8 @@ def _preempt(
 ) -> Plan:
     """Evict the victim: no clusters (Karmada's binding controller removes every Work of a
     cluster that left ``spec.clusters``), suspended again, back in its queue from ``now``.
-    A preemption is not a failure: ``attempts`` and the backoff are left alone."""
+    A preemption is not a failure: ``attempts`` and the backoff are left alone; it is counted
+    in ``fleetgate.io/preemptions`` (``spec.preemption.maxPerJob``)."""
     notes: dict[str, Any] = {
         ann.QUEUED_AT: ann.format_time(now),
         ann.ADMITTED_AT: None,
@@ -174,6 +175,8 @@ def _preempt(
     }
     if policy_version:
         notes[ann.POLICY_VERSION] = policy_version
+    said = ((binding.get("metadata") or {}).get("annotations") or {}).get(ann.PREEMPTIONS, "")
+    notes[ann.PREEMPTIONS] = str(int(said) + 1 if str(said).isdigit() else 1)
     spec_patch = {"clusters": None, "suspension": {"scheduling": True}}
     by = f" for {decision.preemptor}" if decision.preemptor else ""
     status = (
@@ -295,6 +298,8 @@ def _reclaim(change: Reclaim, binding: Mapping[str, Any], mode: Mode, policy_ver
         status = StatusUpdate("False", "FleetgateRequeued", summary, scheduled=False)
     if policy_version:
         notes[ann.POLICY_VERSION] = policy_version
+    said = ((binding.get("metadata") or {}).get("annotations") or {}).get(ann.PREEMPTIONS, "")
+    notes[ann.PREEMPTIONS] = str(int(said) + 1 if str(said).isdigit() else 1)
     spec_patch = {"clusters": None, "suspension": {"scheduling": True}}
     return Plan(
         patch=_patch(binding, notes, spec_patch),

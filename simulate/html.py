@@ -4,6 +4,8 @@ Every string that comes from a trace, a policy or a summary (queue, tenant, clus
 names, run labels, versions) is HTML-escaped. With two runs each number has a column per run and
 a Δ column: the first run minus the second (e.g. head − baseline). Jobs never admitted by the
 end of a run get a note under the Jobs table and a table by the reason of their last decision.
+The tables' machinery is :mod:`simulate.html_tables`; the tables by job size and of the queues'
+starts and preemptions are :mod:`simulate.html_jobs`.
 
 The one script only counts the plots that loaded: it sets ``data-plots-loaded`` on ``<body>``
 (``data-plots`` says how many there are) and shows a warning when a PNG is missing beside the
@@ -12,16 +14,28 @@ page (e.g. report.html copied alone).
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from html import escape
 from typing import Any
 
+from simulate import html_jobs
+from simulate.html_tables import (
+    Getter,
+    Metric,
+    count,
+    decimal,
+    dig,
+    duration,
+    field,
+    index,
+    keyed_table,
+    number,
+    percent,
+    percentiles,
+    scalar_table,
+    whole,
+)
 from simulate.results import GPU, RunResult
-
-Getter = Callable[[dict[str, Any], str], Any]
-"""(summary, row key) → the cell's value, None when absent."""
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em; color: #222; max-width: 1400px; }
@@ -49,145 +63,6 @@ window.addEventListener("load", function () {
 """
 
 
-def number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value) if math.isfinite(value) else None
-
-
-def dig(value: Any, *path: str) -> Any:
-    for key in path:
-        if not isinstance(value, dict):
-            return None
-        value = value.get(key)
-    return value
-
-
-def duration(seconds: float, signed: bool = False) -> str:
-    sign = "+" if signed and seconds > 0 else ""
-    size = abs(seconds)
-    if size < 60:
-        return f"{sign}{seconds:.0f} s"
-    if size < 3600:
-        return f"{sign}{seconds / 60:.1f} min"
-    return f"{sign}{seconds / 3600:.2f} h"
-
-
-def percent(fraction: float, signed: bool = False) -> str:
-    if signed:
-        return f"{100 * fraction:+.1f} pp"
-    return f"{100 * fraction:.1f} %"
-
-
-def count(value: float, signed: bool = False) -> str:
-    return f"{value:+.0f}" if signed else f"{value:.0f}"
-
-
-def decimal(value: float, signed: bool = False) -> str:
-    return f"{value:+.2f}" if signed else f"{value:.2f}"
-
-
-def index(value: float, signed: bool = False) -> str:
-    return f"{value:+.3f}" if signed else f"{value:.3f}"
-
-
-@dataclass(frozen=True, slots=True)
-class Metric:
-    header: str
-    get: Getter
-    show: Callable[..., str]
-    diff: bool = True
-    """With two runs, whether a Δ column follows (not for names)."""
-
-
-def cells(metric: Metric, summaries: Sequence[dict[str, Any]], key: str) -> list[str]:
-    raw = [metric.get(summary, key) for summary in summaries]
-    out = [td(raw_value, metric.show) for raw_value in raw]
-    if len(summaries) == 2 and metric.diff:
-        a, b = number(raw[0]), number(raw[1])
-        delta = "—" if a is None or b is None else metric.show(a - b, signed=True)
-        if a is not None and b is not None and not any(d in delta for d in "123456789"):
-            delta = "0"  # "+0.0 pp", "-0 s": no difference at the precision shown
-        out.append(f'<td class="d">{escape(delta)}</td>')
-    return out
-
-
-def td(value: Any, show: Callable[..., str]) -> str:
-    if value is None:
-        return '<td class="n">—</td>'
-    numeric = number(value)
-    if numeric is None:
-        return f"<td>{escape(str(value))}</td>"
-    return f'<td class="n">{escape(show(numeric))}</td>'
-
-
-def headers(metrics: Sequence[Metric], labels: Sequence[str]) -> tuple[str, str]:
-    """Two header rows: metric names, then (with several runs) the run labels and Δ."""
-    if len(labels) == 1:
-        return "".join(f"<th>{escape(m.header)}</th>" for m in metrics), ""
-    names = [escape(label) for label in labels]
-    delta = "Δ" if len(labels) == 2 else None
-    top, second = [], []
-    for metric in metrics:
-        group = [*names, delta] if delta and metric.diff else names
-        top.append(f'<th colspan="{len(group)}">{escape(metric.header)}</th>')
-        second.extend(f"<th>{name}</th>" for name in group)
-    return "".join(top), "".join(second)
-
-
-def keyed_table(
-    caption: str,
-    key_header: str,
-    section: str,
-    metrics: Sequence[Metric],
-    runs: Sequence[RunResult],
-) -> str:
-    """One row per key of ``summary[section]`` over all runs, one column group per metric."""
-    summaries = [run.summary for run in runs]
-    keys = sorted({str(k) for s in summaries for k in (dig(s, section) or {})})
-    if not keys:
-        return f"<h3>{escape(caption)}</h3><p>None in this run.</p>"
-    top, second = headers(metrics, [run.label for run in runs])
-    rowspan = ' rowspan="2"' if second else ""
-    head = f"<tr><th{rowspan}>{escape(key_header)}</th>{top}</tr>"
-    if second:
-        head += f"<tr>{second}</tr>"
-    body = []
-    for key in keys:
-        row = [c for metric in metrics for c in cells(metric, summaries, key)]
-        body.append(f"<tr><th>{escape(key)}</th>{''.join(row)}</tr>")
-    return (
-        f'<h3>{escape(caption)}</h3><div class="scroll"><table><thead>{head}</thead>'
-        f"<tbody>{''.join(body)}</tbody></table></div>"
-    )
-
-
-def scalar_table(caption: str, rows: Sequence[Metric], runs: Sequence[RunResult]) -> str:
-    """One row per metric of the whole run that some run has; a column per run (and Δ with
-    two)."""
-    summaries = [run.summary for run in runs]
-    rows = [m for m in rows if any(m.get(summary, "") is not None for summary in summaries)]
-    if not rows:
-        return ""
-    labels = [escape(run.label) for run in runs]
-    if len(runs) == 2:
-        labels.append("Δ")
-    head = "<tr><th></th>" + "".join(f"<th>{label}</th>" for label in labels) + "</tr>"
-    body = [f"<tr><th>{escape(m.header)}</th>{''.join(cells(m, summaries, ''))}</tr>" for m in rows]
-    return (
-        f"<h3>{escape(caption)}</h3><table><thead>{head}</thead>"
-        f"<tbody>{''.join(body)}</tbody></table>"
-    )
-
-
-def field(section: str, *path: str) -> Getter:
-    return lambda summary, key: dig(summary, section, key, *path)
-
-
-def whole(*path: str) -> Getter:
-    return lambda summary, _key: dig(summary, *path)
-
-
 def weight_share(summary: dict[str, Any], key: str) -> float | None:
     """The queue's weight over the sum of all queues' weights: its fair share of a full fleet."""
     queues = dig(summary, "queues") or {}
@@ -195,13 +70,6 @@ def weight_share(summary: dict[str, Any], key: str) -> float | None:
     total = sum(w for w in weights.values() if w is not None)
     mine = weights.get(key)
     return None if mine is None or total <= 0 else mine / total
-
-
-def percentiles(section: str, what: str) -> list[Metric]:
-    return [
-        Metric(f"{what} {p}", field(section, f"{what}_s", p), duration)
-        for p in ("p50", "p95", "p99", "max")
-    ]
 
 
 JOB_COUNTS = ("total", "finished", "succeeded", "failed", "gave_up", "pending", "running")
@@ -213,7 +81,8 @@ BY_REASON = "never_admitted_by_reason"
 
 def job_counters(runs: Sequence[RunResult]) -> list[str]:
     """The documented job counters, then any other number the summaries have, by name."""
-    known = {*JOB_COUNTS, *NEVER_COUNTS, *JOB_EVENTS, "gpu_hours_lost", "never_admitted_gpu_hours"}
+    known = {*JOB_COUNTS, *NEVER_COUNTS, *JOB_EVENTS, *html_jobs.JOB_KEYS}
+    known |= {"gpu_hours_lost", "never_admitted_gpu_hours"}
     extra = {
         str(key)
         for run in runs
@@ -267,8 +136,13 @@ def overview(runs: Sequence[RunResult]) -> str:
             Metric(f"{what} {p} ({whom or 'all jobs'})", whole("jobs", f"{what}_s", p), duration)
             for p in ("p50", "p95", "p99", "max")
         )
+    jobs.extend(html_jobs.job_rows())
     fleet = [
         Metric("GPU utilisation (mean)", whole("gpu_utilisation_mean"), percent),
+        Metric(
+            "GPU utilisation, first to last submit", whole("gpu_utilisation_arrival_span"), percent
+        ),
+        Metric("first to last submit", whole("arrival_span_s"), duration),
         Metric("fragmented GPUs (mean)", whole("fragmentation_gpu_mean"), decimal),
         Metric("simulated time", whole("until_s"), duration),
         Metric("scheduling cycles", whole("cycles"), count),
@@ -276,6 +150,8 @@ def overview(runs: Sequence[RunResult]) -> str:
     fairness = [
         Metric("Jain's index, mean", whole("fairness", "jain_mean"), index),
         Metric("Jain's index, min", whole("fairness", "jain_min"), index),
+        Metric("fair-share attainment, mean", whole("fairness", "attainment_mean"), index),
+        Metric("fair-share attainment, min", whole("fairness", "attainment_min"), index),
         Metric("window", whole("fairness", "window_s"), duration),
         Metric("windows", whole("fairness", "windows"), count),
     ]
@@ -300,6 +176,7 @@ def queue_tables(runs: Sequence[RunResult]) -> str:
         Metric("weight share", weight_share, percent),
         Metric("GPU share (mean while busy)", field("queues", "share_mean"), percent),
         Metric("GPU guarantee", field("queues", "guarantee", GPU), decimal),
+        Metric("fair-share attainment", field("queues", "attainment_mean"), index),
     ]
     return "".join(
         (
@@ -313,6 +190,7 @@ def queue_tables(runs: Sequence[RunResult]) -> str:
                 runs,
             ),
             keyed_table("Queues: share vs weight", "queue", "queues", share, runs),
+            html_jobs.queue_tables(runs),
         )
     )
 
@@ -392,6 +270,7 @@ Times are since the first submit of the trace.</p>
 <h2>Numbers</h2>
 {difference_note(runs)}
 {overview(runs)}
+{html_jobs.size_tables(runs)}
 {queue_tables(runs)}
 {other_tables(runs)}
 <script>{SCRIPT}</script>

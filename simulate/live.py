@@ -128,11 +128,13 @@ class LiveJob:
     state: str = "future"  # future | pending | admitted | succeeded | gave_up
     parts: dict[str, Part] = field(default_factory=dict)
     admitted_at: float | None = None
+    started_at: float | None = None  # every part of the last admission running (None: not yet)
     admissions: int = 0
     finished_at: float | None = None
     attempts: int = 0
     failures: int = 0
     preemptions: int = 0
+    preempted_gpu_s: float = 0.0  # GPU-seconds lost to preemptions
     exclusions: dict[str, dt.datetime] = field(default_factory=dict)
     dependents: int = 0  # trace jobs that name it in ``after`` and have not ended
     last_cluster: str | None = None
@@ -147,6 +149,13 @@ class LiveJob:
     @property
     def gpus(self) -> float:
         return self.demand[0]
+
+    def started(self) -> float | None:
+        """When every part of its last admission ran; None while it waits again after a
+        requeue. The members' clock has microseconds: never before the admission."""
+        if self.state == "pending" or self.started_at is None or self.admitted_at is None:
+            return None
+        return max(self.started_at, self.admitted_at)
 
     def record(self) -> JobRecord:
         state = {"admitted": "running", "future": "pending"}.get(self.state, self.state)
@@ -165,6 +174,8 @@ class LiveJob:
             preemptions=self.preemptions,
             stage=self.trace.stage or None,
             reason=str(self.reason) if self.state == "pending" and self.reason else None,
+            started=self.started(),
+            preempted_gpu_s=self.preempted_gpu_s,
         )
 
 

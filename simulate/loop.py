@@ -119,6 +119,7 @@ class Simulation:
             for name, r in self.readers.items()
         }
         self.metrics = Metrics(policies, allocatable, gpus, self.options.window_s, sample)
+        self.metrics.arrivals_end = max((j.trace.submit for j in self.jobs), default=0.0)
         self.t = 0.0
 
     # -- the loop -----------------------------------------------------------------------------
@@ -215,7 +216,7 @@ class Simulation:
                 self.peak_pending = max(self.peak_pending, self.pending)
             else:
                 del self.waiting[id(job)]
-            self.metrics.wait(job.queue, job.gpus > 0, 1 if waits else -1)
+            self.metrics.wait(job.queue, job.gpus, 1 if waits else -1)
 
     def _step(self, t: float, now: dt.datetime) -> None:
         due = set(self.restep)
@@ -240,6 +241,7 @@ class Simulation:
                 # what the reconciler's lifecycle writes; the room stays reserved for
                 # clusterStatusLag more, as the cycle holds it until the Cluster counts the pods
                 job.binding = objects.running(job.binding, event.at)
+                job.started_at = t  # the report's wait to start
                 self.timer(t + self.rules.cluster_status_lag, "wake", None)
             self.unstarted[event.cluster] -= 1
             self.metrics.occupy(event.cluster, part.usage)
@@ -291,14 +293,15 @@ class Simulation:
                 self.preemptions += 1
                 job.preemptions += 1
                 message = f"Preempted: {decision.message}"
-                self._evict(job, t)
-                job.binding = objects.requeued(job.binding, now, message)
+                job.preempted_gpu_s += self._evict(job, t)  # the report's loss by preemption
+                job.binding = objects.requeued(job.binding, now, message, preempted=True)
                 self._requeue(job)
 
     def _admit(self, job: LiveJob, decision: Decision, t: float, now: dt.datetime) -> None:
         job.binding = objects.admitted(job.binding, decision.clusters, job.work.resizable, now)
         job.state = "admitted"
         job.admitted_at = t
+        job.started_at = None
         job.admissions += 1
         self.admitted[job.ref] = job
         self._waiting(job, False)
@@ -325,13 +328,14 @@ class Simulation:
             job.last_cluster = assignment.name
         self.timer(t + self.rules.startup_timeout, "startup", (job, job.admissions))
 
-    def _evict(self, job: LiveJob, t: float) -> None:
-        """Its Works are deleted: pods freed, the GPU time of started parts lost."""
+    def _evict(self, job: LiveJob, t: float) -> float:
+        """Its Works are deleted: pods freed; returns the GPU-seconds of started parts lost."""
+        lost = 0.0
         for part in job.parts.values():
             if part.done:
                 continue
             if part.started_at is not None:
-                self.lost_gpu_s += part.gpus * (t - part.started_at)
+                lost += part.gpus * (t - part.started_at)
                 self.metrics.occupy(part.cluster, part.usage, -1)
             self.members[part.cluster].remove(part.key)
             if part.started_at is None:
@@ -343,6 +347,8 @@ class Simulation:
         self.admitted.pop(job.ref, None)
         self.metrics.admit(job.queue, job.demand, -1)
         self.want_cycle = True
+        self.lost_gpu_s += lost
+        return lost
 
     def _requeue(self, job: LiveJob) -> None:
         job.state = "pending"

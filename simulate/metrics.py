@@ -8,9 +8,13 @@ piecewise constant between such calls, so integrals are exact (no sampling error
 * per-window GPU-seconds per queue → Jain's index ``(Σx)² / (n·Σx²)`` of ``x = GPU-seconds /
   weight`` over the queues that wanted GPUs in the window (a GPU job pending or admitted);
   ``None`` when fewer than two did;
+* per-window GPU-seconds asked per queue (admitted + waiting) → the fair-share attainment of
+  those queues (``simulate.fairshare``): their GPU-seconds against their weighted max-min fair
+  shares given what they asked for;
 * cluster utilisation: requests of the bound pods of started jobs / allocatable, per resource
   (what the Cluster status reports as ``allocated``, but for pods of a job not started yet),
-  time-weighted;
+  time-weighted; the fleet's GPU-seconds used up to the last submit (``arrivals_end``, set by
+  the loop) give the utilisation over the arrival span;
 * fragmentation (``fragmentation``) is computed at sample times only.
 
 Samples (``Series``) are taken every ``sample_s`` of simulated time.
@@ -23,6 +27,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 
 from engine.policy.policyset import PolicySet
+from simulate.fairshare import attainment
 from simulate.results import GPU, JobRecord, Series
 
 RESOURCES = (GPU, "cpu", "memory")
@@ -112,12 +117,18 @@ class Metrics:
         self.usage: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
         self.waiting: dict[str, int] = defaultdict(int)  # queue → jobs pending
         self.waiting_gpu: dict[str, int] = defaultdict(int)  # queue → GPU jobs pending
+        self.waiting_gpus: dict[str, float] = defaultdict(float)  # queue → their GPUs
         self.busy_time: dict[str, float] = defaultdict(float)
         self.share_area: dict[str, float] = defaultdict(float)
         self.window_area: dict[str, float] = defaultdict(float)
         self.window_wanted: set[str] = set()
         self.window_start = 0.0
         self.window_jain: list[float] = []
+        self.window_demand: dict[str, float] = defaultdict(float)  # GPU-s admitted + waiting
+        self.window_attainment: list[float] = []
+        self.queue_attainment: dict[str, tuple[float, int]] = {}  # Σ terms, windows
+        self.arrivals_end = math.inf
+        self.arrivals_gpu_s: float | None = None  # the fleet's GPU-seconds up to arrivals_end
         self.recent: list[tuple[float, dict[str, float], set[str]]] = []  # closed windows
         clusters = sorted(allocatable)
         self.allocatable = {c: tuple(allocatable[c]) for c in clusters}
@@ -134,10 +145,12 @@ class Metrics:
         for i in range(3):
             usage[i] = max(0.0, usage[i] + sign * demand[i])
 
-    def wait(self, queue: str, gpus: bool, delta: int) -> None:
+    def wait(self, queue: str, gpus: float, delta: int) -> None:
+        """A job of ``gpus`` GPUs starts (``delta`` 1) or stops (-1) waiting in ``queue``."""
         self.waiting[queue] += delta
-        if gpus:
+        if gpus > 0:
             self.waiting_gpu[queue] += delta
+            self.waiting_gpus[queue] = max(0.0, self.waiting_gpus[queue] + delta * gpus)
 
     def occupy(self, cluster: str, usage: Sequence[float], sign: int = 1) -> None:
         """Pods of a job part bound (sign 1) or freed (-1) on ``cluster``."""
@@ -156,6 +169,8 @@ class Metrics:
         """Integrate the current state over [last t, t], closing fairness windows on the way."""
         while t > self.t:
             step_to = min(t, self.window_start + self.window_s)
+            if self.t < self.arrivals_end < step_to:
+                step_to = self.arrivals_end
             dt_ = step_to - self.t
             for queue, usage in self.usage.items():
                 busy = usage[0] > 0 or usage[1] > 0 or self.waiting[queue] > 0
@@ -167,16 +182,21 @@ class Metrics:
                     self.window_area[queue] += usage[0] * dt_
                 if usage[0] > 0 or self.waiting_gpu[queue] > 0:
                     self.window_wanted.add(queue)
+                    self.window_demand[queue] += (usage[0] + self.waiting_gpus[queue]) * dt_
             for queue, count in self.waiting.items():
                 if count > 0 and queue not in self.usage:
                     self.busy_time[queue] += dt_
                 if self.waiting_gpu.get(queue, 0) > 0:
                     self.window_wanted.add(queue)
+                    if queue not in self.usage:
+                        self.window_demand[queue] += self.waiting_gpus[queue] * dt_
             for name, values in self.util.items():
                 area = self.util_area[name]
                 for r, v in values.items():
                     area[r] += v * dt_
             self.t = step_to
+            if self.arrivals_gpu_s is None and step_to >= self.arrivals_end:
+                self.arrivals_gpu_s = self._gpu_seconds()
             if step_to >= self.window_start + self.window_s:
                 self._close_window()
 
@@ -186,9 +206,22 @@ class Metrics:
         index = jain([v / self._weight(q) for q, v in sorted(shares.items())])
         if index is not None:
             self.window_jain.append(index)
+        weights = {q: self._weight(q) for q in shares}
+        demands = {q: self.window_demand.get(q, 0.0) for q in shares}
+        mean, terms = attainment(shares, demands, weights)
+        if mean is not None:
+            self.window_attainment.append(mean)
+        for queue, term in terms.items():
+            total, windows = self.queue_attainment.get(queue, (0.0, 0))
+            self.queue_attainment[queue] = (total + term, windows + 1)
         self.window_start += self.window_s
         self.window_area = defaultdict(float)
+        self.window_demand = defaultdict(float)
         self.window_wanted = set()
+
+    def _gpu_seconds(self) -> float:
+        """GPU-seconds the fleet's started jobs used so far."""
+        return sum(self.util_area[c].get(GPU, 0.0) * a[0] for c, a in self.allocatable.items())
 
     def _weight(self, queue: str) -> float:
         found = self.policies.queue(queue)
@@ -252,6 +285,7 @@ class Metrics:
                     ]
                 ),
                 "share_mean": self._share(name),
+                "attainment_mean": self._attainment(name),
             }
         for name in sorted(by_tenant):
             jobs = by_tenant[name]
@@ -285,12 +319,43 @@ class Metrics:
             else None,
             "jain_min": round(min(self.window_jain), 6) if self.window_jain else None,
             "windows": len(self.window_jain),
+            "attainment_mean": _mean(self.window_attainment),
+            "attainment_min": round(min(self.window_attainment), 6)
+            if self.window_attainment
+            else None,
         }
-        return {"queues": queues, "tenants": tenants, "clusters": clusters, "fairness": fairness}
+        return {
+            "queues": queues,
+            "tenants": tenants,
+            "clusters": clusters,
+            "fairness": fairness,
+            **self._arrival_span(end),
+        }
+
+    def _arrival_span(self, end: float) -> dict[str, float | None]:
+        """The fleet's mean GPU utilisation from the first submit to the last one (or to the
+        end of the run, when it stopped before the last submit)."""
+        span = min(end, self.arrivals_end)
+        used = self.arrivals_gpu_s if end > self.arrivals_end else self._gpu_seconds()
+        gpus = sum(a[0] for a in self.allocatable.values())
+        return {
+            "arrival_span_s": span,
+            "gpu_utilisation_arrival_span": round(used / (gpus * span), 6)
+            if span > 0 and gpus > 0 and used is not None
+            else None,
+        }
+
+    def _attainment(self, queue: str) -> float | None:
+        total, windows = self.queue_attainment.get(queue, (0.0, 0))
+        return round(total / windows, 6) if windows else None
 
     def _share(self, queue: str) -> float:
         busy = self.busy_time.get(queue, 0.0)
         return round(self.share_area.get(queue, 0.0) / busy, 6) if busy else 0.0
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return round(sum(values) / len(values), 6) if values else None
 
 
 def stages(records: Sequence[JobRecord], end: float) -> dict[str, dict[str, object]]:

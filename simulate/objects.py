@@ -170,9 +170,11 @@ def requeued(
     backoff_until: dt.datetime | None = None,
     attempts: int | None = None,
     exclusions: Mapping[str, dt.datetime] | None = None,
+    preempted: bool = False,
 ) -> BindingView:
-    """Back in its queue from ``now``: ``plan._preempt`` (no backoff, attempts unchanged), or a
-    requeue after a failure (backoff, one more attempt, the failed clusters excluded)."""
+    """Back in its queue from ``now``: ``plan._preempt`` (no backoff, attempts unchanged, one
+    more preemption), or a requeue after a failure (backoff, one more attempt, the failed
+    clusters excluded)."""
     notes = {
         k: v
         for k, v in binding.annotations.items()
@@ -184,6 +186,8 @@ def requeued(
         notes[ann.BACKOFF_UNTIL] = ann.format_time(backoff_until)
     if attempts is not None:
         notes[ann.ATTEMPTS] = str(attempts)
+    if preempted:
+        notes[ann.PREEMPTIONS] = str(preemption_count(binding.annotations) + 1)
     if exclusions:
         notes[ann.EXCLUDED_CLUSTERS] = ",".join(
             f"{name}={ann.format_time(until)}" for name, until in sorted(exclusions.items())
@@ -255,3 +259,9 @@ class ClusterReader:
             allocatable_modelings=member.allocatable_modelings(self.ordered),
         )
         return self.last
+
+
+def preemption_count(annotations: Mapping[str, str]) -> int:
+    """``fleetgate.io/preemptions`` (0 when absent or unreadable)."""
+    raw = annotations.get(ann.PREEMPTIONS, "")
+    return int(raw) if raw.isdigit() else 0

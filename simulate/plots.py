@@ -1,4 +1,5 @@
-"""PNG plots of simulated runs; the only module that imports matplotlib.
+"""PNG plots of simulated runs; the only module that imports matplotlib (what to draw, without
+drawing it, is :mod:`simulate.plotdata`).
 
 Each plot is drawn on its own :class:`matplotlib.figure.Figure` with the Agg canvas (no pyplot,
 so nothing global survives a call) and saved without the "Software" metadata key: the same runs
@@ -19,21 +20,31 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import NullLocator
 
-from simulate.results import GPU, RunResult, Series
-
-MAX_SERIES = 12
-"""Most series drawn in one panel; the rest are summed (queues) or averaged (clusters) as
-"other"."""
-OTHER = "\x00other"
-"""The key of the "other" series (no queue or cluster name starts with NUL)."""
-HOUR = 3600.0
-DPI = 100
-COLOURS = (
-    *("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2"),
-    *("#17becf", "#bcbd22", "#393b79", "#ad494a", "#637939"),
+from simulate.plotdata import (
+    COLOURS,
+    HOUR,
+    OTHER,
+    RUN_STYLES,
+    cdf,
+    cluster_lines,
+    colour_map,
+    dash_map,
+    guarantee_name,
+    hours,
+    mean,
+    queue_bands,
+    queue_guarantees,
+    queue_ranking,
+    steps,
+    text,
+    top,
 )
-OTHER_COLOUR = "#9e9e9e"
-RUN_STYLES = ("-", "--", ":", "-.")
+from simulate.plotdata import (
+    MAX_SERIES as MAX_SERIES,  # re-exported: the report tests read plots.MAX_SERIES
+)
+from simulate.results import GPU, RunResult
+
+DPI = 100
 
 PLOT_FILES = {
     "utilisation": "utilisation.png",
@@ -46,61 +57,14 @@ PLOT_FILES = {
 CAPTIONS = {
     "utilisation": "Utilisation over time: the share of each cluster's allocatable GPU (top) "
     "and CPU (bottom) in use.",
-    "queue_usage": "GPUs admitted per queue, stacked; a dashed line in a queue's colour is its "
-    "GPU guarantee.",
+    "queue_usage": "GPUs admitted per queue, stacked; a line in a queue's colour and its own dash "
+    "pattern, labelled with the queue's name, is its GPU guarantee.",
     "wait_cdf": "Wait time CDF per queue: the fraction of a queue's jobs admitted within a "
     "wait; a curve that ends below 1 has jobs never admitted.",
     "fairness": "Fairness over time: Jain's index of the busy queues' weighted GPU shares "
     "(1 = shares proportional to weights).",
 }
 """Plot name → what it shows, one sentence (the report's figure captions)."""
-
-
-def text(name: str) -> str:
-    """``name`` as matplotlib text: a ``$`` in a queue name must not start mathtext."""
-    return name.replace("$", r"\$")
-
-
-def hours(times: Sequence[float]) -> list[float]:
-    return [t / HOUR for t in times]
-
-
-def steps(x: Sequence[float], *ys: Sequence[float]) -> tuple[list[float], ...]:
-    """Points that draw each ``y`` as a step held from one sample to the next (the simulator's
-    quantities are piecewise constant), for plots such as stackplot that cannot step."""
-    if not x:
-        return [], *([] for _ in ys)
-    xs = [x[0]]
-    for t in x[1:]:
-        xs.extend((t, t))
-    stepped = []
-    for y in ys:
-        values = []
-        for i, v in enumerate(y):
-            values.extend((v, v) if i < len(y) - 1 else (v,))
-        stepped.append(values)
-    return xs, *stepped
-
-
-def colour_map(names: Sequence[str]) -> dict[str, str]:
-    mapping = {name: COLOURS[i % len(COLOURS)] for i, name in enumerate(names)}
-    mapping[OTHER] = OTHER_COLOUR
-    return mapping
-
-
-def top(
-    scores: dict[str, tuple[float, ...]], limit: int = MAX_SERIES
-) -> tuple[list[str], list[str]]:
-    """The ``limit`` names with the highest scores (compared in order, then by name) and the
-    rest, both by name; when only one name would be left over it is kept, not called "other"."""
-    ranked = sorted(scores, key=lambda n: (tuple(-x for x in scores[n]), n))
-    if len(ranked) <= limit + 1:
-        return sorted(ranked), []
-    return sorted(ranked[:limit]), sorted(ranked[limit:])
-
-
-def mean(values: Sequence[float]) -> float:
-    return sum(values) / len(values) if values else 0.0
 
 
 def new_figure(columns: int, rows: int = 1, height: float = 4.2) -> Figure:
@@ -166,44 +130,13 @@ def utilisation_plot(runs: Sequence[RunResult], path: Path) -> Path:
     return save(figure, path)
 
 
-def cluster_lines(
-    series: Series, resource: str, shown: list[str], rest: list[str]
-) -> dict[str, list[float]]:
-    lines = {
-        c: series.cluster_utilisation[c][resource]
-        for c in shown
-        if resource in series.cluster_utilisation.get(c, {})
-    }
-    others = [
-        series.cluster_utilisation[c][resource]
-        for c in rest
-        if resource in series.cluster_utilisation.get(c, {})
-    ]
-    if others:
-        lines[OTHER] = [mean(column) for column in zip(*others, strict=True)]
-    return lines
-
-
-def queue_ranking(runs: Sequence[RunResult]) -> tuple[list[str], list[str]]:
-    """The queues drawn on their own (most mean GPU usage in any run, then most jobs) and the
-    rest, the same in every queue plot so that a queue keeps its colour."""
-    usage: dict[str, float] = {}
-    jobs: dict[str, int] = {}
-    for run in runs:
-        for queue, resources in run.series.queue_usage.items():
-            usage[queue] = max(usage.get(queue, 0.0), mean(resources.get(GPU, [])))
-        for queue in run.series.queue_guarantee:
-            usage.setdefault(queue, 0.0)
-        for job in run.jobs:
-            usage.setdefault(job.queue, 0.0)
-            jobs[job.queue] = jobs.get(job.queue, 0) + 1
-    return top({q: (u, jobs.get(q, 0)) for q, u in usage.items()})
-
-
 def queue_usage_plot(runs: Sequence[RunResult], path: Path) -> Path:
-    """GPUs admitted per queue, stacked; each queue's GPU guarantee as a dashed line."""
+    """GPUs admitted per queue, stacked; each queue's GPU guarantee as a line in the queue's
+    colour with its own dash pattern, labelled at its right end and in the legend."""
     shown, rest = queue_ranking(runs)
     colours = colour_map(shown)
+    dashes = dash_map(shown)
+    lines: dict[str, Line2D] = {}
     figure = new_figure(len(runs))
     grid = figure.subplots(1, len(runs), sharex=True, sharey=True, squeeze=False)
     handles: dict[str, object] = {}
@@ -224,9 +157,12 @@ def queue_usage_plot(runs: Sequence[RunResult], path: Path) -> Path:
                 handles.setdefault(queue, area)
         else:
             no_data(axes, "GPU usage samples")
-        for queue, guarantee in queue_guarantees(run, shown, rest).items():
-            if guarantee > 0:
-                axes.axhline(guarantee, color=colours[queue], linestyle="--", linewidth=1.2)
+        guarantees = {q: g for q, g in queue_guarantees(run, shown, rest).items() if g > 0}
+        for queue, guarantee in guarantees.items():
+            lines[queue] = axes.axhline(
+                guarantee, color=colours[queue], linestyle=dashes[queue], linewidth=1.4
+            )
+        label_guarantees(axes, guarantees, colours, len(rest))
         axes.set_title(f"{text(run.label)}: GPUs in use per queue (stacked)")
         axes.set_xlabel("time (hours)")
         axes.grid(alpha=0.3)
@@ -234,45 +170,36 @@ def queue_usage_plot(runs: Sequence[RunResult], path: Path) -> Path:
             axes.set_ylabel("GPUs admitted (devices)")
     names = [n for n in [*shown, OTHER] if n in handles][::-1]  # top of the stack first
     labels = [text(n) if n != OTHER else f"other ({len(rest)} queues, summed)" for n in names]
-    guarantee = Line2D([], [], color="black", linestyle="--", linewidth=1.2)
+    guaranteed = [n for n in [*shown, OTHER] if n in lines]
     outside_legend(
         figure,
-        [*(handles[n] for n in names), guarantee],
-        [*labels, "guarantee (dashed, queue colour)"],
+        [*(handles[n] for n in names), *(lines[n] for n in guaranteed)],
+        [*labels, *(f"{guarantee_name(n, len(rest))} guarantee" for n in guaranteed)],
         "queue",
     )
     return save(figure, path)
 
 
-def queue_bands(series: Series, shown: list[str], rest: list[str]) -> dict[str, list[float]]:
-    width = len(series.times)
-    bands = {q: series.queue_usage[q][GPU] for q in shown if GPU in series.queue_usage.get(q, {})}
-    others = [series.queue_usage[q][GPU] for q in rest if GPU in series.queue_usage.get(q, {})]
-    if others:
-        bands[OTHER] = [sum(column) for column in zip(*others, strict=True)]
-    for queue, values in bands.items():
-        if len(values) != width:
-            raise ValueError(
-                f"series.queue_usage[{queue!r}][{GPU!r}] has {len(values)} samples, "
-                f"series.times has {width}"
-            )
-    return bands
-
-
-def guarantee(run: RunResult, queue: str) -> float:
-    """The queue's GPU guarantee: from the series, else from the summary's queue entry."""
-    found = run.series.queue_guarantee.get(queue, {}).get(GPU)
-    if found is None:
-        entry = run.summary.get("queues", {}).get(queue, {})
-        found = entry.get("guarantee", {}).get(GPU) if isinstance(entry, dict) else None
-    return float(found) if isinstance(found, int | float) else 0.0
-
-
-def queue_guarantees(run: RunResult, shown: list[str], rest: list[str]) -> dict[str, float]:
-    guarantees = {q: guarantee(run, q) for q in shown}
-    if rest:
-        guarantees[OTHER] = sum(guarantee(run, q) for q in rest)
-    return guarantees
+def label_guarantees(
+    axes: Axes, guarantees: dict[str, float], colours: dict[str, str], others: int
+) -> None:
+    """Each guarantee line's queue name at its right end, inside the axes; queues with the same
+    guarantee share one label (names joined, in the first one's colour)."""
+    by_height: dict[float, list[str]] = {}
+    for queue, value in guarantees.items():
+        by_height.setdefault(value, []).append(queue)
+    for value, queues in sorted(by_height.items()):
+        axes.annotate(
+            ", ".join(guarantee_name(q, others) for q in queues),
+            xy=(1.0, value),
+            xycoords=("axes fraction", "data"),
+            xytext=(-4, 2),
+            textcoords="offset points",
+            ha="right",
+            va="bottom",
+            fontsize="x-small",
+            color=colours[queues[0]],
+        )
 
 
 def wait_cdf_plot(runs: Sequence[RunResult], path: Path) -> Path:
@@ -330,17 +257,6 @@ def wait_axis(axes: Axes, longest: float) -> None:
     axes.xaxis.set_minor_locator(NullLocator())
     axes.set_xlim(0, max(longest, 1.0) * 1.2)
     axes.set_xlabel("wait (hours; linear to 1 min, logarithmic beyond)")
-
-
-def cdf(waits: list[float], total: int) -> tuple[list[float], list[float]]:
-    """Step points of the empirical CDF of ``waits`` among ``total`` jobs, starting at 0 h."""
-    ordered = sorted(waits)
-    x = [0.0, *ordered]
-    y = [0.0, *((i + 1) / total for i in range(len(ordered)))]
-    if ordered:
-        x.append(ordered[-1] * 1.05 or 1.0)
-        y.append(y[-1])
-    return x, y
 
 
 def fairness_plot(runs: Sequence[RunResult], path: Path) -> Path:

@@ -47,6 +47,8 @@ JOB_COLUMNS = (
     "attempts",
     "preemptions",
     "reason",
+    "started_s",
+    "gpu_hours_lost_to_preemption",
 )
 
 
@@ -116,6 +118,8 @@ def job_row(label: str, job: JobRecord) -> list[str]:
         str(int(job.attempts)),
         str(int(job.preemptions)),
         job.reason,
+        None if job.started is None else float(job.started),
+        round(job.preempted_gpu_s / 3600, 6),
     )
     return [cell(v) for v in values]
 

@@ -20,22 +20,35 @@ in devices); ``GPU`` below means the fleet's accelerator resource, :data:`GPU`.
                "never_admitted_gpu_hours": x,  # GPUs × duration those jobs asked for
                "never_admitted_by_reason": {"NeverFits": n, …},  # their last decision's reason
                "never_fits": n,                # of those, rejected NeverFits
-               "wait_s": {…}, "completion_s": {…}},
+               "wait_s": {…}, "completion_s": {…},
+               "wait_to_start_s": {…},         # submit → every pod of the last admission runs
+               "preempted_jobs": n, "preempted_more_than_once": n,
+               "max_preemptions_per_job": n, "gpu_hours_lost_to_preemption": x},
       "queues": {"q": {"tenant": "t", "weight": 1.0, "guarantee": {"nvidia.com/gpu": 8.0},
                        "jobs": n, "admitted": n,
                        "wait_s": {"p50": x, "p95": x, "p99": x, "max": x},
                        "completion_s": {"p50": x, "p95": x, "p99": x, "max": x},
-                       "share_mean": x}},              # mean share of the fleet's GPU while busy
+                       "share_mean": x,                # mean share of the fleet's GPU while busy
+                       "attainment_mean": x,           # mean fair-share attainment (windows)
+                       "never_admitted": n, "gave_up": n, "wait_to_start_s": {…},
+                       "preempted_jobs": n, "preemptions": n, "preempted_more_than_once": n,
+                       "max_preemptions_per_job": n, "gpu_hours_lost_to_preemption": x}},
+      "by_size": {"0" | "1" | "2" | "3-4" | "5-8" | ">8": {"jobs": n, "admitted": n,
+                  "never_admitted": n, "gave_up": n, "wait_s": {…}, "wait_to_start_s": {…},
+                  "preempted_jobs": n, …}},          # as a queue's (simulate.breakdown)
       "tenants": {"t": {"jobs": n, "admitted": n, "wait_s": {…}, "share_mean": x}},
       "clusters": {"c": {"utilisation": {"nvidia.com/gpu": x, "cpu": x},   # time-weighted mean
                          "fragmentation_gpu_mean": x}},
-      "fairness": {"window_s": 3600.0, "jain_mean": x, "jain_min": x},
+      "fairness": {"window_s": 3600.0, "jain_mean": x, "jain_min": x,
+                   "attainment_mean": x, "attainment_min": x},   # simulate.fairshare
+      "gpu_utilisation_arrival_span": x, "arrival_span_s": x,   # first to last submit
       "stages": {"stage": {"jobs": n, "wait_s": {…}}}  # pipeline stages (label or annotation)
     }
 
 Percentiles of an empty set are ``null``. Every ``wait_s`` (jobs, queues, tenants, stages) counts
 a job never admitted by the end of the run as waiting ``until_s − submit`` (censored: a lower
-bound of its wait), so jobs that never start cannot drop out of the percentiles.
+bound of its wait), so jobs that never start cannot drop out of the percentiles; every
+``wait_to_start_s`` counts a job not running at the end until ``until_s`` the same way.
 """
 
 from __future__ import annotations
@@ -44,6 +57,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 GPU = "nvidia.com/gpu"
+SIZE_CLASSES = ("0", "1", "2", "3-4", "5-8", ">8")
+"""Job size classes by the job's total GPUs, smallest first: CPU-only, 1, 2, 3–4, 5–8, more."""
+
+
+def size_class(gpus: float) -> str:
+    """The class of :data:`SIZE_CLASSES` that holds a job of ``gpus`` GPUs in total."""
+    if gpus <= 0:
+        return "0"
+    for bound, name in ((1, "1"), (2, "2"), (4, "3-4"), (8, "5-8")):
+        if gpus <= bound:
+            return name
+    return ">8"
 
 
 @dataclass(slots=True)
@@ -82,10 +107,30 @@ class JobRecord:
     preemptions: int = 0
     stage: str | None = None
     reason: str | None = None  # of the last decision, for a job waiting at the end
+    started: float | None = None
+    """When every pod of its last admission ran (the member started it on every cluster);
+    None when that admission has not started, or when the job waits again after a requeue."""
+    preempted_gpu_s: float = 0.0  # GPU-seconds its pods had run when preemptions evicted them
 
     @property
     def wait(self) -> float | None:
         return None if self.admitted is None else self.admitted - self.submitted
+
+    @property
+    def size(self) -> str:
+        """The job's size class by its total GPUs: :data:`SIZE_CLASSES`."""
+        return size_class(self.gpus)
+
+    def censored_start_wait(self, end: float) -> float | None:
+        """Submit to start; a job not running at ``end`` (never admitted, waiting again after a
+        requeue, admitted but its pods not all running) counts until ``end``, and one given up
+        before its last admission started, until it was given up. Never less than
+        :meth:`censored_wait`. None for a job not submitted by ``end``."""
+        if self.started is not None:
+            return self.started - self.submitted
+        if self.state == "gave_up" and self.finished is not None:
+            return self.finished - self.submitted
+        return end - self.submitted if self.submitted <= end else None
 
     def censored_wait(self, end: float) -> float | None:
         """The wait, or ``end − submit`` for a job submitted by ``end`` and never admitted

@@ -8,7 +8,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from simulate.results import RunResult
+from simulate.results import SIZE_CLASSES, RunResult
 
 
 def _num(value: Any, digits: int = 0, unit: str = "") -> str:
@@ -27,6 +27,10 @@ def _time(seconds: float | None) -> str:
     if seconds < 7200:
         return f"{seconds / 60:.1f}m"
     return f"{seconds / 3600:.1f}h"
+
+
+def _times(found: dict[str, Any] | None, *keys: str) -> str:
+    return " / ".join(_time((found or {}).get(k)) for k in keys)
 
 
 def _never(s: dict[str, Any]) -> str:
@@ -65,18 +69,67 @@ def overview(runs: Sequence[RunResult]) -> Table:
     row("rejected · gave up", lambda s: f"{s['jobs']['rejected']} · {s['jobs']['gave_up']}")
     row("wait p50 / p95 / max" + ("*" if censored else ""), lambda s: " / ".join(
         _time(s["jobs"]["wait_s"][k]) for k in ("p50", "p95", "max")))  # fmt: skip
+    row("wait to start p50/p95/max" + ("*" if censored else ""),
+        lambda s: _times(s["jobs"].get("wait_to_start_s"), "p50", "p95", "max"))  # fmt: skip
     row("completion p50 / p95", lambda s: " / ".join(
         _time(s["jobs"]["completion_s"][k]) for k in ("p50", "p95")))  # fmt: skip
     row("GPU utilisation (mean)", lambda s: _num(s["gpu_utilisation_mean"], 3))
+    row("GPU utilisation (arrivals)", lambda s: _num(s.get("gpu_utilisation_arrival_span"), 3))
     row("fragmented GPUs (mean)", lambda s: _num(s["fragmentation_gpu_mean"], 2))
     row("Jain mean / min", lambda s: f"{_num(s['fairness']['jain_mean'], 3)} / "
         f"{_num(s['fairness']['jain_min'], 3)}")  # fmt: skip
+    row("attainment mean / min", lambda s: " / ".join(
+        _num(s["fairness"].get(k), 3) for k in ("attainment_mean", "attainment_min")))  # fmt: skip
     row("preemptions · GPU-h lost", lambda s: f"{s['jobs']['preemptions']} · "
         f"{s['jobs']['gpu_hours_lost']:.1f}")  # fmt: skip
+    row("preempted · >1× · most", lambda s: " · ".join(
+        str(s["jobs"].get(k, "–")) for k in BY_JOB))  # fmt: skip
     row("failures · rescheduled", lambda s: f"{s['jobs']['failures']} · "
         f"{s['jobs']['rescheduled']}")  # fmt: skip
     row("simulated · wall · cycles", lambda s: f"{_time(s['until_s'])} · {s['wall_s']:.1f}s · "
         f"{s['cycles']}")  # fmt: skip
+    return table
+
+
+BY_JOB = ("preempted_jobs", "preempted_more_than_once", "max_preemptions_per_job")
+
+
+def _cells(size: dict[str, Any]) -> list[str]:
+    return [
+        str(size["jobs"]),
+        "/".join(_time(size["wait_s"][k]) for k in ("p50", "p95", "max")),
+        _times(size["wait_to_start_s"], "p95"),
+        f"{size['preempted_jobs']} · {size['preemptions']}",
+        f"{size['gpu_hours_lost_to_preemption']:,.1f}",
+    ]
+
+
+def sizes(runs: Sequence[RunResult]) -> Table | None:
+    """Jobs by size (total GPUs): a row per class with jobs (per run, with two), then all."""
+    if not any(r.summary.get("by_size") for r in runs):
+        return None
+    censored = "*" if any(r.summary["jobs"].get("never_admitted") for r in runs) else ""
+    table = Table(title="jobs by size (GPUs per job)", title_justify="left")
+    table.add_column("GPUs")
+    if len(runs) > 1:
+        table.add_column("run", no_wrap=True)
+    table.add_column("jobs", justify="right")
+    table.add_column(f"wait p50/p95/max{censored}", justify="right", no_wrap=True)
+    for header in ("start p95", "preempted jobs · times", "GPU-h lost"):
+        table.add_column(header, justify="right")
+    shown = [c for c in SIZE_CLASSES if any(
+        (r.summary.get("by_size") or {}).get(c, {}).get("jobs") for r in runs)]  # fmt: skip
+    for name in [*shown, "all"]:
+        first = True
+        for run in runs:
+            jobs = run.summary["jobs"]
+            entry = {**jobs, "jobs": jobs["total"]} if name == "all" else None
+            entry = entry or run.summary.get("by_size", {}).get(name)
+            if entry is None:
+                continue
+            label = [run.label] if len(runs) > 1 else []
+            table.add_row(name if first else "", *label, *_cells(entry))
+            first = False
     return table
 
 
@@ -106,6 +159,8 @@ def print_summary(runs: Sequence[RunResult], console: Console | None = None) -> 
     console = console or Console()
     console.print(overview(runs))
     console.print(queues(runs))
+    if (by_size := sizes(runs)) is not None:
+        console.print(by_size)
     stages = sorted({s for r in runs for s in r.summary.get("stages", {})})
     if stages:
         table = Table(title="pipeline stages: wait p50 / max", title_justify="left")

@@ -1,12 +1,14 @@
 """What a finished run reports: the summary (``simulate.results`` documents its shape), the
-jobs never admitted, the per-stage waits of pipeline traces, and the fragmentation sample."""
+jobs never admitted, the per-stage waits of pipeline traces, the jobs by size and queue
+(``simulate.breakdown``), and the fragmentation sample."""
 
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from engine.cycle.reasons import NEVER, Reason
+from simulate.breakdown import breakdown
 from simulate.metrics import fragmentation, percentiles, stages, waits
 from simulate.results import GPU, JobRecord
 
@@ -69,9 +71,20 @@ def stage_waits(
     return found
 
 
+BY_JOB = (
+    "preempted_jobs",
+    "preempted_more_than_once",
+    "max_preemptions_per_job",
+    "gpu_hours_lost_to_preemption",
+)
+"""The whole run's preemption counts, beside ``jobs.preemptions`` (decisions applied)."""
+
+
 def summarize(
     sim: Simulation, records: list[JobRecord], end: float, wall: float
 ) -> dict[str, object]:
+    groups = breakdown(records, end)
+    whole = groups.whole
     count = {s: sum(1 for r in records if r.state == s) for s in
              ("succeeded", "failed", "gave_up", "pending", "running")}  # fmt: skip
     jobs = {
@@ -87,11 +100,15 @@ def summarize(
         "failures": sim.failures,
         "gpu_hours_lost": round(sim.lost_gpu_s / 3600, 3),
         "wait_s": percentiles(waits(records, end)),
+        "wait_to_start_s": whole["wait_to_start_s"],
+        **{k: whole[k] for k in BY_JOB},
         "completion_s": percentiles(
             [r.finished - r.submitted for r in records if r.state == "succeeded" and r.finished]
         ),
     }
     measured = sim.metrics.summary(records, end)
+    for name, entry in cast(dict[str, dict[str, object]], measured["queues"]).items():
+        entry.update({k: v for k, v in groups.by_queue[name].items() if k not in entry})
     clusters = measured["clusters"]
     gpus = {m.name: sim.readers[m.name].allocatable.get_amount(GPU) for m in sim.members}
     total = float(sum(gpus.values()))
@@ -115,5 +132,6 @@ def summarize(
             sum(c["fragmentation_gpu_mean"] for c in clusters.values()), 3
         ),
         **measured,
+        "by_size": groups.by_size,
         "stages": stage_waits(sim, records, end),
     }

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import bisect
 import datetime as dt
+import functools
 import operator
 from collections import Counter, defaultdict
 from collections.abc import Iterable
@@ -32,7 +33,9 @@ from engine.cycle import (
     groups_place,
     groups_preempt,
     preemption,
+    protection,
     ranking,
+    reservations,
     vectors,
     victims,
 )
@@ -49,6 +52,7 @@ from engine.cycle.jobs import (
 from engine.cycle.model import CycleResult, Decision, GroupState
 from engine.cycle.order import QueueOrder
 from engine.cycle.placement import Placer
+from engine.cycle.placevalues import queue_values
 from engine.cycle.quota import QuotaNode, QuotaTree
 from engine.cycle.reasons import NEVER, Reason
 from engine.fleet.model import BindingView, Snapshot
@@ -100,20 +104,26 @@ class Cycle:
             for name in job.in_flight:
                 if name in self.clusters:
                     self.clusters[name].place(job.pods[name])  # in flight
-        self.placer = Placer(snapshot, policies, self.clusters, now, self._queue_values, self.cache)
+        values = functools.partial(queue_values, policies, self.quota)
+        self.placer = Placer(snapshot, policies, self.clusters, now, values, self.cache)
         self.decisions: list[Decision] = []
         # queue → (binding ref, order key) of every job that keeps its place in the queue
         self.waiting: dict[str, list[tuple[str, tuple[Any, ...]]]] = defaultdict(list)
         self.admitted_count: Counter[str] = Counter(
             j.mapped.queue for j in self.admitted if self.quota.node(j.mapped.queue)
         )
-        self.victims = victims.VictimIndex(groups.preemptible(self.admitted, snapshot))
+        limits = policies.scheduling.preemption
+        self.victims = victims.VictimIndex(
+            protection.preemptible(groups.preemptible(self.admitted, snapshot), limits, now),
+            lambda job: protection.work_lost(job, now, capacity),
+        )
         self.no_victims: set[tuple[Any, ...]] = set()
         self.searched: set[str] = set()  # queues that had their preemption search this cycle
         self.blocked: dict[str, PendingJob] = {}  # StrictFIFO leaf → its blocked head
         self.order: QueueOrder | None = None
         self.units: dict[str, groups.Unit] = {}  # a group's representative → its unit
         self.group_states: dict[str, GroupState] = {}  # binding ref → its group, for decisions
+        self.holds: list[reservations.Hold] = []  # room held for long waiters (step 3d)
 
     def run(self) -> CycleResult:
         # 3. screening, and dependencies: a job not yet eligible takes no turn
@@ -129,6 +139,8 @@ class Cycle:
         # 3c. groups: members that wait for their group take no turn; a group takes one
         for job in self._groups(eligible):
             by_leaf[job.mapped.queue].append(job)
+        strict = {name for name in by_leaf if self._strict(name)}
+        self._reserve(by_leaf, strict)
         # 4. order
         fair = self.policies.scheduling.fair_sharing
         self.order = QueueOrder(
@@ -137,7 +149,6 @@ class Cycle:
             fair_sharing=fair.enabled,
             resources=fair.resources or self.quota.resources,
         )
-        strict = {name for name in by_leaf if self._strict(name)}
         while (pick := self.order.next()) is not None:
             leaf_name, job = pick
             # 5.–7. quota, placement, preemption (a group: all three, for the group as a whole)
@@ -280,12 +291,39 @@ class Cycle:
             return True
         if placed.reason == Reason.NO_CLUSTER_FITS and self._preempt(job, leaf, placed.message):
             return False
-        message = placed.message
+        reason, message = placed.reason, placed.message
         if job.ref in self.placer.pins:
             pin = self.placer.pins[job.ref]
             message += "; " + dependencies.pinned_note(*pin, placed.cluster_reasons)
-        self._decide(job, placed.reason, message, cluster_reasons=placed.cluster_reasons)
+        if reason == Reason.NO_CLUSTER_FITS and self.holds:
+            names = self.placer.candidates(job, self.placer.job_key(job)).names
+            held = reservations.blocking(job, self.holds, self.clusters, names)
+            if held is not None:
+                reason, message = Reason.RESERVED_FOR, f"{message}; {reservations.held_back(held)}"
+        self._decide(job, reason, message, cluster_reasons=placed.cluster_reasons)
         return False
+
+    def _reserve(self, by_leaf: dict[str, list[PendingJob]], strict: set[str]) -> None:
+        """3d. ``reservations``: the longest waiters take their turn first; room is held for
+        each that fits no cluster (the rest of a StrictFIFO queue then waits behind it)."""
+        policy = self.policies.scheduling.reservations
+        queued = [j for jobs in by_leaf.values() for j in jobs if j.ref not in self.units]
+        for job in reservations.starving(queued, policy, self.now) if policy else ():
+            leaf = self.quota.nodes[job.mapped.queue]
+            by_leaf[leaf.name].remove(job)
+            if self._consider(job, leaf) or self.decisions[-1].reason != Reason.NO_CLUSTER_FITS:
+                continue
+            names = self.placer.candidates(job, self.placer.job_key(job)).names
+            cluster = reservations.where(job, names, self.clusters)
+            if cluster is not None:
+                held = reservations.hold(job, self.clusters[cluster])
+                self.holds.append(held)
+                last = self.decisions[-1]
+                said = f"{reservations.said(held, self.now)}; {last.message}"
+                self.decisions[-1] = last._replace(reason=Reason.RESERVED, message=said)
+            if leaf.name in strict:
+                self.blocked[leaf.name] = job
+                self._block(by_leaf.pop(leaf.name), job)
 
     def _groups(self, eligible: list[PendingJob]) -> list[PendingJob]:
         """The jobs that take turns: ``eligible`` with each group's members replaced by one
@@ -321,7 +359,7 @@ class Cycle:
         """Search victims for ``job``: at most once per queue per cycle, for the first job of
         the queue (in queue order) that has candidates — Kueue likewise tries one head per
         ClusterQueue per cycle. The next cycle tries the next job."""
-        if leaf.name in self.searched:
+        if leaf.name in self.searched or self.victims_spent():
             return False
         queue = self.policies.queue(leaf.name)
         if queue is None or not preemption.allowed(queue):
@@ -345,6 +383,8 @@ class Cycle:
             return False
         self.searched.add(leaf.name)
         chosen = ranking.choose(search, self.clusters, targets)
+        if chosen is not None and self.victims_spent(len(chosen.victims)):
+            chosen = None  # more than this cycle may still preempt: the next cycle tries again
         if chosen is None:
             self.no_victims.add(shape)
             return False
@@ -370,6 +410,11 @@ class Cycle:
             self.decisions.append(explain.for_victim(victim, job, victim.ref in chosen.reclaim))
         return True
 
+    def victims_spent(self, more: int = 0) -> bool:
+        """Whether taking ``more`` victims (any, when 0) passes ``maxVictimsPerCycle``."""
+        most = self.policies.scheduling.preemption.max_victims_per_cycle
+        return most is not None and len(self.victims.taken) + max(more, 1) > most
+
     def _block(self, jobs: Iterable[PendingJob], head: PendingJob) -> None:
         message = f"StrictFIFO queue {head.mapped.queue}: waits behind its head {head.workload_ref}"
         for job in jobs:
@@ -389,21 +434,6 @@ class Cycle:
             # in queue order): ``explain.with_positions`` makes sure, and corrects it if not.
             extra["position"] = len(waiting)
         self.decisions.append(explain.for_job(job, reason, message, **extra))
-
-    def _queue_values(self, name: str) -> dict[str, Any]:
-        queue = self.policies.queue(name)
-        node = self.quota.node(name)
-        if queue is None or node is None:
-            return {"name": name, "parent": "", "priority": 0, "weight": 0.0}
-        return {
-            "name": name,
-            "parent": queue.parent or "",
-            "priority": queue.priority,
-            "weight": float(queue.weight),
-            "guarantee": {k: float(v) for k, v in queue.guarantee.items()},
-            "max": {k: float(v) for k, v in queue.max.items()},
-            "usage": {k: v / 1000 for k, v in node.total.items()},
-        }
 
 
 __all__ = ["AdmittedJob", "Cycle", "run_cycle"]

@@ -98,11 +98,13 @@ class Cycling(Protocol):
     clusters: dict[str, ClusterState]
     searched: set[str]  # queues that had their preemption search this cycle
 
+    def victims_spent(self, more: int = 0) -> bool: ...
+
 
 def attempt(cycle: Cycling, unit: Unit, leaf: QuotaNode, refused: Outcome) -> Preempted | None:
     """Victims that let ``unit``'s minimum in at once, taken now; None: nobody is preempted
     (``refused`` stands). Like a single job's, at most one search per queue per cycle."""
-    if not may_help(refused) or leaf.name in cycle.searched:
+    if not may_help(refused) or leaf.name in cycle.searched or cycle.victims_spent():
         return None
     queue = cycle.policies.queue(leaf.name)
     if queue is None or not allowed(queue):
@@ -119,7 +121,7 @@ def attempt(cycle: Cycling, unit: Unit, leaf: QuotaNode, refused: Outcome) -> Pr
         return None
     cycle.searched.add(leaf.name)
     chosen = _choose(unit, search, cycle.placer, cycle.clusters)
-    if chosen is None:
+    if chosen is None or cycle.victims_spent(len(chosen[1])):
         return None
     nominated, victims = chosen
     return _take(unit, leaf, quota, index, cycle.clusters, search, nominated, victims, refused)

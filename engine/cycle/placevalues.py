@@ -16,8 +16,10 @@ from typing import Any
 
 from engine import annotations as ann
 from engine.cycle.capacity import ClusterState
+from engine.cycle.quota import QuotaTree
 from engine.fleet.model import ClusterView
 from engine.policy.access import Path, Projector
+from engine.policy.policyset import PolicySet
 
 REGION_LABEL = "topology.kubernetes.io/region"
 PLACED_FIELDS = ("queuedAt", "excludedClusters", "excludedRegions")
@@ -96,3 +98,20 @@ def placed_job(
         "excludedRegions": sorted(regions - {""}),
     }
     return PlacedJob(values, extra)
+
+
+def queue_values(policies: PolicySet, quota: QuotaTree, name: str) -> dict[str, Any]:
+    """The CEL ``queue`` variable of queue ``name``."""
+    queue = policies.queue(name)
+    node = quota.node(name)
+    if queue is None or node is None:
+        return {"name": name, "parent": "", "priority": 0, "weight": 0.0}
+    return {
+        "name": name,
+        "parent": queue.parent or "",
+        "priority": queue.priority,
+        "weight": float(queue.weight),
+        "guarantee": {k: float(v) for k, v in queue.guarantee.items()},
+        "max": {k: float(v) for k, v in queue.max.items()},
+        "usage": {k: v / 1000 for k, v in node.total.items()},
+    }

@@ -84,6 +84,12 @@ class Reason(StrEnum):
     """No cluster passes the job's placement (Ready, affinity, taints, kind served, filters)."""
     NO_CLUSTER_FITS = "NoClusterFits"
     """Candidate clusters exist but none has the free capacity or node shape for the gang now."""
+    RESERVED = "Reserved"
+    """The job has waited past ``spec.reservations.after`` and fits no cluster yet: room on the
+    cluster where it can start soonest is held for it, and smaller jobs may not take it."""
+    RESERVED_FOR = "ReservedFor"
+    """The job would fit, but only in room held for a job that has waited longer (``Reserved``);
+    it waits so that the held room can grow into a start for that job."""
 
 
 NEVER = frozenset(

@@ -28,16 +28,24 @@ class Pool:
     amounts: Mapping[str, tuple[tuple[int, ...], ...]]
 
 
-def victim_order(victim: AdmittedJob) -> tuple:
-    return (victim.mapped.priority, -victim.admitted_at.timestamp(), victim.binding.uid)
+def victim_order(victim: AdmittedJob, lost: float = 0.0) -> tuple:
+    """Lowest priority first, then the least work lost (``protection.work_lost``), the most
+    recently admitted, the uid."""
+    return (victim.mapped.priority, lost, -victim.admitted_at.timestamp(), victim.binding.uid)
 
 
 class VictimIndex:
     """The cycle's admitted jobs that may be preempted, in victim order, by queue and cluster.
     Built once per cycle; ``take`` removes the victims of each decided preemption."""
 
-    def __init__(self, admitted: Iterable[AdmittedJob]) -> None:
-        self.order = sorted((j for j in admitted if j.usage), key=victim_order)
+    def __init__(
+        self, admitted: Iterable[AdmittedJob], lost: Callable[[AdmittedJob], float] | None = None
+    ) -> None:
+        jobs = [j for j in admitted if j.usage]
+        if lost is None:
+            self.order = sorted(jobs, key=victim_order)
+        else:
+            self.order = sorted(jobs, key=lambda j: victim_order(j, lost(j)))
         self.rank = {v.ref: i for i, v in enumerate(self.order)}
         self.by_queue: dict[str, list[AdmittedJob]] = {}
         self.on_cluster: dict[str, list[AdmittedJob]] = {}

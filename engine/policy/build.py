@@ -32,10 +32,12 @@ from engine.policy.model import (
     Origin,
     Placement,
     PlacementStrategy,
+    PreemptionLimits,
     Queue,
     QueuePreemption,
     ReclaimPolicy,
     Requeue,
+    Reservations,
     SchedulingPolicy,
     SpreadBy,
     Strategy,
@@ -168,6 +170,8 @@ class Builder:
                 NodeShape(placement.get("nodeShape", NodeShape.OPTIMISTIC)),
             ),
             requeue=requeue,
+            preemption=_preemption(spec.get("preemption") or {}),
+            reservations=_reservations(spec.get("reservations")),
             scope=exprs[("spec", "scope")],
             origin=Origin(doc.file, doc.position(()).line) if doc else None,
             dependencies=Dependencies(
@@ -290,3 +294,18 @@ def _caret(text: str, line: int, column: int) -> str:
     lines = text.splitlines() or [""]
     source = lines[min(max(line, 1), len(lines)) - 1]
     return f"    | {source}\n    | {' ' * max(column - 1, 0)}^"
+
+
+def _preemption(raw: Mapping[str, Any]) -> PreemptionLimits:
+    runtime = raw.get("minRuntime")
+    return PreemptionLimits(
+        min_runtime=parse_duration(runtime) if runtime is not None else None,
+        max_per_job=raw.get("maxPerJob"),
+        max_victims_per_cycle=raw.get("maxVictimsPerCycle"),
+    )
+
+
+def _reservations(raw: Mapping[str, Any] | None) -> Reservations | None:
+    if raw is None:
+        return None
+    return Reservations(parse_duration(raw["after"]), int(raw.get("max", 4)))

@@ -195,6 +195,24 @@ class Groups:
 
 
 @dataclass(frozen=True, slots=True)
+class PreemptionLimits:
+    """``spec.preemption``: which admitted jobs may be victims, and how many per cycle. None:
+    no limit."""
+
+    min_runtime: float | None = None  # seconds since admission before a job may be a victim
+    max_per_job: int | None = None  # preemptions after which a job is not preempted again
+    max_victims_per_cycle: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Reservations:
+    """``spec.reservations``: jobs waiting ``after`` seconds get room held for them."""
+
+    after: float
+    max: int = 4
+
+
+@dataclass(frozen=True, slots=True)
 class SchedulingPolicy:
     name: str
     queue: Expression
@@ -208,6 +226,8 @@ class SchedulingPolicy:
     origin: Origin | None  # None for the built-in default
     dependencies: Dependencies = Dependencies()
     groups: Groups = Groups()
+    preemption: PreemptionLimits = PreemptionLimits()
+    reservations: Reservations | None = None
 
 
 @dataclass(frozen=True, slots=True)

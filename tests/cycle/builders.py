@@ -182,6 +182,8 @@ def job(spec: Mapping[str, Any]) -> tuple[BindingView, Workload]:
         annotations[ann.BACKOFF_UNTIL] = spec["backoffUntil"]
     if "attempts" in spec:
         annotations[ann.ATTEMPTS] = str(spec["attempts"])
+    if "preemptions" in spec:  # how often the job was preempted already
+        annotations[ann.PREEMPTIONS] = str(spec["preemptions"])
     if "gaveUp" in spec:  # the reconciler gave the job up after maxAttempts
         annotations[ann.GAVE_UP] = spec["gaveUp"]
     binding = BindingView(

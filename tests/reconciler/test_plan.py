@@ -219,6 +219,7 @@ def test_reject_writes_the_reason_and_an_event_once() -> None:
 
 @pytest.mark.parametrize("mode", ["bind", "release"])
 def test_preempt_removes_clusters_resuspends_and_requeues_without_counting(mode: str) -> None:
+    """Not counted as a failed attempt; counted as a preemption (``maxPerJob`` reads it)."""
     notes = {ann.ADMITTED_AT: "2026-03-10T08:00:00Z", ann.ADMITTED_TO: "gpu-a", ann.ATTEMPTS: "1"}
     victim = suspended(notes=notes, clusters=[{"name": "gpu-a"}])
     evict = decision(
@@ -237,6 +238,7 @@ def test_preempt_removes_clusters_resuspends_and_requeues_without_counting(mode:
                 ann.ADMITTED_AT: None,
                 ann.ADMITTED_TO: None,
                 ann.PENDING: "Preempted: priority 1 is below team-b/big's 10",
+                ann.PREEMPTIONS: "1",
             },
         },
         "spec": {"clusters": None, "suspension": {"scheduling": True}},
@@ -324,3 +326,12 @@ def test_a_requeued_or_given_up_group_member_says_its_group() -> None:
         assert told.message.endswith("(a member of group group/team-a/pair, admitted with it)")
         plain = plan_transition(reclaim(attempts), alone, Mode.BIND, NOW).event
         assert plain is not None and "group" not in plain.message
+
+
+def test_each_preemption_adds_one_to_the_jobs_count() -> None:
+    notes = {ann.ADMITTED_AT: "2026-03-10T08:00:00Z", ann.ADMITTED_TO: "gpu-a"}
+    evict = decision(Action.PREEMPT, Reason.PREEMPTED, "reclaimed")
+    for before, after in (("2", "3"), ("", "1"), ("garbage", "1")):
+        victim = suspended(notes={**notes, ann.PREEMPTIONS: before}, clusters=[{"name": "gpu-a"}])
+        annotations = plan(evict, victim, "bind", NOW).patch["metadata"]["annotations"]
+        assert annotations[ann.PREEMPTIONS] == after
