@@ -29,10 +29,9 @@ Shaper = Callable[[Mapping[str, int]], tuple[int, ...]]  # requests → modelled
 
 class Beyond:
     __slots__ = (
+        "_limits",
         "_log",
-        "_never",
         "_upper",
-        "allocatable",
         "estimates",
         "failed",
         "model",
@@ -56,13 +55,13 @@ class Beyond:
         self.tracks = bool(model) or bool(self.estimates)
         self._log: Log = None
         self._upper: Upper | None = None  # built when a maybe is first asked
-        self._never: dict[int, tuple[Mapping[str, int], Never | None]] = {}
+        self._limits: nodebounds.NodeLimits | None = None  # for ``never``, when first asked
 
     def copy(self) -> Beyond:
         other = Beyond.__new__(Beyond)
         other.view, other.model, other.shape = self.view, self.model, self.shape
         other.estimates, other.failed, other.tracks = self.estimates, self.failed, self.tracks
-        other._log, other._never = self._log, self._never  # shared: only ever added to
+        other._log, other._limits = self._log, self._limits  # shared: only ever added to
         other._upper = None if self._upper is None else self._upper.copy()
         return other
 
@@ -70,14 +69,14 @@ class Beyond:
     def never(self, groups: Sequence[PodGroup], allocatable: Vec) -> tuple[PodGroup, Never] | None:
         """The first pod group no node of the cluster (``allocatable`` in all) could hold even
         empty, with why."""
+        limits = self._limits
+        if limits is None:
+            key = tuple(sorted(allocatable.items()))
+            limits = self._limits = nodebounds.limits(self.view.node_shapes, key)
         for g in groups:
-            kept = self._never.get(id(g.requests))
-            if kept is None or kept[0] is not g.requests:
-                bounds = nodebounds.limits(self.view, allocatable)
-                kept = (g.requests, nodebounds.never(bounds, allocatable, g.requests))
-                self._never[id(g.requests)] = kept
-            if kept[1] is not None:
-                return g, kept[1]
+            found = limits.never(g.requests)
+            if found is not None:
+                return g, found
         return None
 
     # --- the estimator ---------------------------------------------------------------------------

@@ -112,11 +112,7 @@ class Cycle:
         self.admitted_count: Counter[str] = Counter(
             j.mapped.queue for j in self.admitted if self.quota.node(j.mapped.queue)
         )
-        limits = policies.scheduling.preemption
-        self.victims = victims.VictimIndex(
-            protection.preemptible(groups.preemptible(self.admitted, snapshot), limits, now),
-            lambda job: protection.work_lost(job, now, capacity),
-        )
+        self.capacity = capacity
         self.no_victims: set[tuple[Any, ...]] = set()
         self.searched: set[str] = set()  # queues that had their preemption search this cycle
         self.blocked: dict[str, PendingJob] = {}  # StrictFIFO leaf → its blocked head
@@ -410,10 +406,21 @@ class Cycle:
             self.decisions.append(explain.for_victim(victim, job, victim.ref in chosen.reclaim))
         return True
 
+    @functools.cached_property
+    def victims(self) -> victims.VictimIndex:
+        """The admitted jobs preemption may take, built when a search first needs them."""
+        limits, now = self.policies.scheduling.preemption, self.now
+        return victims.VictimIndex(
+            protection.preemptible(groups.preemptible(self.admitted, self.snapshot), limits, now),
+            lambda job: protection.work_lost(job, now, self.capacity),
+        )
+
     def victims_spent(self, more: int = 0) -> bool:
         """Whether taking ``more`` victims (any, when 0) passes ``maxVictimsPerCycle``."""
         most = self.policies.scheduling.preemption.max_victims_per_cycle
-        return most is not None and len(self.victims.taken) + max(more, 1) > most
+        built = self.__dict__.get("victims")  # none taken before the index is built
+        taken = len(built.taken) if built is not None else 0
+        return most is not None and taken + max(more, 1) > most
 
     def _block(self, jobs: Iterable[PendingJob], head: PendingJob) -> None:
         message = f"StrictFIFO queue {head.mapped.queue}: waits behind its head {head.workload_ref}"

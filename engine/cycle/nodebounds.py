@@ -23,6 +23,7 @@ no cluster surely fits; Conservative waits, saying that the models cannot promis
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping, Sequence
 from typing import NamedTuple
 
@@ -32,6 +33,7 @@ from engine.cycle.jobs import PendingJob, PodGroup, pod_groups
 from engine.cycle.nodes import Move, Shape
 from engine.cycle.vectors import Vec
 from engine.fleet.model import ClusterView
+from engine.resources import Resources
 
 UNBOUNDED = 1 << 62  # no bound: a resource a grade does not model
 
@@ -45,11 +47,35 @@ class Never(NamedTuple):
     largest: int
 
 
-def limits(view: ClusterView, allocatable: Vec) -> tuple[Vec, ...]:
-    """The most one node of the cluster may offer, per declared node shape; the whole
-    allocatable stands for a node when no shape is declared."""
-    shapes = tuple(vectors.capacity_milli(s) for s in view.node_shapes)
-    return shapes or (allocatable,)
+class NodeLimits:
+    """The most one node of a cluster may offer (per declared node shape; the whole
+    allocatable stands for a node when none is declared), and ``never``'s answer per pod."""
+
+    __slots__ = ("allocatable", "answers", "bounds")
+
+    def __init__(self, shapes: tuple[Resources, ...], allocatable: tuple[tuple[str, int], ...]):
+        self.allocatable = dict(allocatable)
+        self.bounds = tuple(vectors.capacity_milli(s) for s in shapes) or (self.allocatable,)
+        self.answers: dict[tuple[tuple[str, int], ...], Never | None] = {}
+
+    def never(self, requests: Mapping[str, int]) -> Never | None:
+        key = tuple(requests.items())
+        if key in self.answers:  # an answer may be None: looked up by key, not by get
+            return self.answers[key]
+        if len(self.answers) >= KEPT_ANSWERS:
+            self.answers.clear()
+        found = self.answers[key] = never(self.bounds, self.allocatable, requests)
+        return found
+
+
+KEPT_ANSWERS = 4096  # pod shapes whose answer one cluster's limits keep
+
+
+@functools.lru_cache(maxsize=1024)  # a pure function of its arguments: safe to share
+def limits(shapes: tuple[Resources, ...], allocatable: tuple[tuple[str, int], ...]) -> NodeLimits:
+    """The limits of a cluster with node shapes ``shapes`` and ``allocatable`` (milli-units,
+    as items): the same value for every cycle that sees the same cluster."""
+    return NodeLimits(shapes, allocatable)
 
 
 def never(bounds: Sequence[Vec], allocatable: Vec, requests: Mapping[str, int]) -> Never | None:
