@@ -1,4 +1,5 @@
-"""One simulated member cluster: nodes, pods bound first-fit, jobs that run for a duration.
+"""One simulated member cluster: nodes, pods bound to the fullest node that fits them (as
+kube-scheduler's ``MostAllocated`` scoring packs), jobs that run for a duration.
 
 Live, mutable state with a small API (see ``engine.members``); no I/O, no clock: every call that
 moves time takes ``now``. Everything is ordered (nodes in fleet-file order, jobs by submission,
@@ -65,11 +66,13 @@ class NodeView:
 
 
 class _Node:
-    __slots__ = ("allocatable", "free", "grade", "labels", "name", "view")
+    __slots__ = ("allocatable", "free", "grade", "labels", "name", "scale", "view")
 
     def __init__(self, name: str, allocatable: Resources, labels: FrozenDict[str, str]) -> None:
         self.name, self.allocatable, self.labels = name, allocatable, labels
         self.free: dict[str, Amount] = {k: _exact(v) for k, v in allocatable.items()}
+        # 1 / allocatable per resource, for the MostAllocated score
+        self.scale = {k: 1 / float(v) for k, v in allocatable.items() if v > 0}
         self.view: NodeView | None = None  # kept until ``free`` changes
         self.grade: tuple[Sequence[ResourceModel], int] | None = None  # (models, grade), idem
 
@@ -325,19 +328,12 @@ class MemberCluster:
 
     def _bind(self, job: _Job) -> None:
         placed: list[tuple[int, _Node]] = []
-        nodes, count = self._nodes, len(self._nodes)
-        # needs → the first node that may fit them: in one attempt free amounts only shrink,
-        # so the nodes an identical pod did not fit on are skipped (first-fit all the same)
-        first: dict[int, int] = {}
         for i in self._unbound_pods(job):
             needs = job.needs[i]
-            index = first.get(id(needs), 0)
-            while index < count and not nodes[index].fits(needs):
-                index += 1
-            first[id(needs)] = index
-            if index < count:
-                self._take(nodes[index], needs, 1)
-                placed.append((i, nodes[index]))
+            node = self._most_allocated(needs)
+            if node is not None:
+                self._take(node, needs, 1)
+                placed.append((i, node))
         gang_short = (
             job.spec.gang
             and job.phase is Phase.PENDING
@@ -350,6 +346,27 @@ class MemberCluster:
         job.binding.update(placed)
         if len(job.binding) < job.count:
             job.tried = self._generation
+
+    def _most_allocated(self, needs: Needs) -> _Node | None:
+        """The node a pod binds to, as kube-scheduler's NodeResourcesFit with the
+        ``MostAllocated`` scoring strategy (what GPU clusters set to pack): of the nodes it
+        fits, the one left with the least free of what it asks, each resource counted as a
+        fraction of the node's allocatable; the first such node in order on a tie."""
+        best: _Node | None = None
+        best_left = 0.0
+        asked = [(k, float(v)) for k, v in needs if v and k != PODS]
+        for node in self._nodes:
+            if not node.fits(needs):
+                continue
+            if not asked:
+                return node
+            free, scale = node.free, node.scale
+            left = 0.0
+            for k, v in asked:
+                left += (float(free.get(k, 0)) - v) * scale.get(k, 0.0)
+            if best is None or left < best_left:
+                best, best_left = node, left
+        return best
 
     def _retire(self, job: _Job) -> None:
         """The job stops holding anything: its unbound pods no longer wait (if it was

@@ -26,16 +26,16 @@ def test_a_gang_that_fits_the_totals_but_not_the_nodes_stays_pending_until_a_nod
     member.submit(job("b", gpus=4, minutes=30), at(0))  # gpu-0-1
     member.step(at(0))
     member.submit(job("d", gpus=4, minutes=30), at(5))
-    member.step(at(5))  # a is done; d takes half of gpu-0-0
-    assert member.bindings("d") == {"d-worker-0": "gpu-0-0"}
-    # 4 GPUs free on each node: 8 in total, but no node with 8
+    member.step(at(5))  # a is done; d packs onto gpu-0-1 beside b (MostAllocated)
+    assert member.bindings("d") == {"d-worker-0": "gpu-0-1"}
+    # gpu-0-0 whole, gpu-0-1 full: 8 GPUs free, but one node of the two the gang needs
     member.submit(job("big", pods_=2, gpus=8), at(6))
     member.step(at(6))
     state = member.job_state("big")
     assert state is not None
     assert (state.phase, state.pods_bound, state.pods_total) == (Phase.PENDING, 0, 2)
     assert member.allocating()["nvidia.com/gpu"] == 16
-    member.step(at(30))  # b is done: gpu-0-1 is whole again, gpu-0-0 still half used
+    member.step(at(30))  # b is done: gpu-0-1 still half used by d
     assert member.job_state("big").pods_bound == 0  # type: ignore[union-attr]
     events = member.step(at(35))  # d is done
     assert [(e.type, e.job) for e in events] == [
@@ -162,3 +162,20 @@ def test_a_fleet_steps_every_member():
     assert fleet.next_finish() == at(2)
     with pytest.raises(MemberError):
         fleet["c"]
+
+
+def test_a_small_pod_packs_onto_the_fullest_node_and_leaves_whole_nodes_whole():
+    """kube-scheduler's MostAllocated: the 1-GPU pod goes where the least is left, not to the
+    first node, so the 8-GPU pod that comes next still finds a whole node."""
+    member = gpu_member(nodes=3)
+    member.submit(job("brief", gpus=8, minutes=1), at(0))  # gpu-0-0, done at 1
+    member.submit(job("half", gpus=4, minutes=60), at(0))  # gpu-0-1
+    member.step(at(0))
+    assert member.bindings("half") == {"half-worker-0": "gpu-0-1"}
+    member.submit(job("small", gpus=1, minutes=60), at(1))
+    member.submit(job("whole-1", gpus=8, minutes=60), at(1))
+    member.submit(job("whole-2", gpus=8, minutes=60), at(1))
+    member.step(at(1))  # first-fit would put the 1-GPU pod on the empty gpu-0-0
+    assert set(member.bindings("small").values()) == {"gpu-0-1"}
+    for name in ("whole-1", "whole-2"):
+        assert member.job_state(name).pods_bound == 1  # type: ignore[union-attr]
