@@ -193,12 +193,12 @@ def _cheapest(
         examined += 1
         found = _on_cluster(job, trial.state(name), name, near, search, trial, taken_from)
         if found:
-            rank = victims_rank(found, name)
+            rank = victims_rank(found, name, search.index)
             if best is None or rank < best[0]:
                 best = (rank, found)
         if examined >= EXAMINED or trial.checks > BUDGET:
             break
-    return (best[0][3], best[1]) if best else None
+    return (best[0][-1], best[1]) if best else None
 
 
 def _on_cluster(

@@ -269,7 +269,7 @@ class Search:
 
     def least_rank(
         self, cluster: ClusterState, bound: int, near: Sequence[AdmittedJob]
-    ) -> tuple[int, int, int, str]:
+    ) -> tuple[int, int, float, int, str]:
         """A rank no victims found on ``cluster`` can beat (see ``choose``), for a cluster
         whose ``lower_bound`` is ``bound``: at least ``bound`` victims, none below the lowest
         priority among its candidates. One victim alone (when quota is not short) must free
@@ -283,8 +283,8 @@ class Search:
                 bound, pool = 2, near
         lowest = min((v.mapped.priority for v in pool), default=None)
         if lowest is None:  # no candidates at all: no solution here
-            return (MOST_VICTIMS + 1, 0, 0, "")
-        return (bound, lowest, bound * lowest, cluster.name)
+            return (MOST_VICTIMS + 1, 0, 0.0, 0, "")
+        return (bound, lowest, 0.0, bound * lowest, cluster.name)  # no work lost is the least
 
     # --- the search on one cluster -------------------------------------------------------------
     def on_cluster(self, cluster: ClusterState, near: Sequence[AdmittedJob]) -> list[AdmittedJob]:

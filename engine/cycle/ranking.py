@@ -6,7 +6,7 @@ each group the nodes lack room for), at most ``EXAMINED`` of them; a cluster who
 exceeds the fewest victims found so far is not tried, nor one where no victims could rank
 before the best found (``Search.least_rank``: too few of them, or none of low enough priority).
 The cluster needing the fewest victims wins, then the one whose victims have the lowest
-priorities, then the first by name.
+priorities, then the one whose victims lose the least work, then the first by name.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from engine.cycle.capacity import ClusterState
 from engine.cycle.jobs import AdmittedJob
 from engine.cycle.preemption import MOST_VICTIMS, Search
+from engine.cycle.victims import VictimIndex
 
 EXAMINED = 8  # clusters given the full victim search in one preemption attempt
 
@@ -55,15 +56,19 @@ def choose(
         chosen = search.on_cluster(clusters[name], near)
         if not chosen:
             continue
-        rank = victims_rank(chosen, name)
+        rank = victims_rank(chosen, name, search.index)
         if best is None or rank < best[0]:
             reclaim = frozenset(v.ref for v in chosen if v.mapped.queue in search.owners)
             best = (rank, Preemption(name, tuple(chosen), reclaim))
     return best[1] if best else None
 
 
-def victims_rank(victims: Sequence[AdmittedJob], cluster: str) -> tuple[int, int, int, str]:
+def victims_rank(
+    victims: Sequence[AdmittedJob], cluster: str, index: VictimIndex
+) -> tuple[int, int, float, int, str]:
     """How a set of victims on ``cluster`` ranks against another: fewer victims first, then
-    the lower highest priority, the lower priority sum, the cluster name."""
+    the lower highest priority, the less work lost (``protection.work_lost``), the lower
+    priority sum, the cluster name."""
     priorities = [v.mapped.priority for v in victims]
-    return (len(priorities), max(priorities), sum(priorities), cluster)
+    lost = sum(index.lost(v) for v in victims)
+    return (len(priorities), max(priorities), lost, sum(priorities), cluster)

@@ -42,10 +42,9 @@ class VictimIndex:
         self, admitted: Iterable[AdmittedJob], lost: Callable[[AdmittedJob], float] | None = None
     ) -> None:
         jobs = [j for j in admitted if j.usage]
-        if lost is None:
-            self.order = sorted(jobs, key=victim_order)
-        else:
-            self.order = sorted(jobs, key=lambda j: victim_order(j, lost(j)))
+        # binding ref → the work the job would lose (``protection.work_lost``; 0 unknown)
+        self.lost_of = {j.ref: lost(j) for j in jobs} if lost is not None else {}
+        self.order = sorted(jobs, key=lambda j: victim_order(j, self.lost(j)))
         self.rank = {v.ref: i for i, v in enumerate(self.order)}
         self.by_queue: dict[str, list[AdmittedJob]] = {}
         self.on_cluster: dict[str, list[AdmittedJob]] = {}
@@ -64,6 +63,9 @@ class VictimIndex:
         self._room_freers: dict[tuple[str, tuple[int, ...]], list] = {}
         self._queues_on: dict[str, frozenset[str]] = {}
         self._alike_on: dict[str, list[tuple[Sequence[PodGroup], list[AdmittedJob]]]] = {}
+
+    def lost(self, victim: AdmittedJob) -> float:
+        return self.lost_of.get(victim.ref, 0.0)
 
     def queues_on(self, cluster: str) -> frozenset[str]:
         """The queues with victims running on ``cluster`` (taken ones included)."""
