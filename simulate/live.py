@@ -135,6 +135,7 @@ class LiveJob:
     failures: int = 0
     preemptions: int = 0
     preempted_gpu_s: float = 0.0  # GPU-seconds lost to preemptions
+    held_s: float = 0.0  # seconds earlier admissions ran (before a requeue): not waiting
     exclusions: dict[str, dt.datetime] = field(default_factory=dict)
     dependents: int = 0  # trace jobs that name it in ``after`` and have not ended
     last_cluster: str | None = None
@@ -176,6 +177,7 @@ class LiveJob:
             reason=str(self.reason) if self.state == "pending" and self.reason else None,
             started=self.started(),
             preempted_gpu_s=self.preempted_gpu_s,
+            held=self.held_s,
         )
 
 

@@ -344,6 +344,8 @@ class Simulation:
             self.restep.add(part.cluster)
             self.stale.add(part.cluster)
         job.parts = {}
+        if (ran := job.started()) is not None:  # time it ran is not waiting time
+            job.held_s += t - ran
         self.admitted.pop(job.ref, None)
         self.metrics.admit(job.queue, job.demand, -1)
         self.want_cycle = True

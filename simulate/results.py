@@ -111,10 +111,13 @@ class JobRecord:
     """When every pod of its last admission ran (the member started it on every cluster);
     None when that admission has not started, or when the job waits again after a requeue."""
     preempted_gpu_s: float = 0.0  # GPU-seconds its pods had run when preemptions evicted them
+    held: float = 0.0
+    """Seconds its earlier admissions ran (from every pod running until a preemption or a
+    failure requeued it): not counted as waiting."""
 
     @property
     def wait(self) -> float | None:
-        return None if self.admitted is None else self.admitted - self.submitted
+        return None if self.admitted is None else self.admitted - self.submitted - self.held
 
     @property
     def size(self) -> str:
@@ -127,17 +130,17 @@ class JobRecord:
         before its last admission started, until it was given up. Never less than
         :meth:`censored_wait`. None for a job not submitted by ``end``."""
         if self.started is not None:
-            return self.started - self.submitted
+            return self.started - self.submitted - self.held
         if self.state == "gave_up" and self.finished is not None:
-            return self.finished - self.submitted
-        return end - self.submitted if self.submitted <= end else None
+            return self.finished - self.submitted - self.held
+        return end - self.submitted - self.held if self.submitted <= end else None
 
     def censored_wait(self, end: float) -> float | None:
         """The wait, or ``end − submit`` for a job submitted by ``end`` and never admitted
         (a lower bound of its wait); None for a job not submitted by ``end``."""
         if self.admitted is not None:
-            return self.admitted - self.submitted
-        return end - self.submitted if self.submitted <= end else None
+            return self.admitted - self.submitted - self.held
+        return end - self.submitted - self.held if self.submitted <= end else None
 
 
 @dataclass(slots=True)
