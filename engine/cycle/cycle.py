@@ -120,6 +120,7 @@ class Cycle:
         self.units: dict[str, groups.Unit] = {}  # a group's representative → its unit
         self.group_states: dict[str, GroupState] = {}  # binding ref → its group, for decisions
         self.holds: list[reservations.Hold] = []  # room held for long waiters (step 3d)
+        self.held_fits: dict[tuple, bool] = {}  # ``reservations.blocking``'s answers
 
     def run(self) -> CycleResult:
         # 3. screening, and dependencies: a job not yet eligible takes no turn
@@ -293,7 +294,7 @@ class Cycle:
             message += "; " + dependencies.pinned_note(*pin, placed.cluster_reasons)
         if reason == Reason.NO_CLUSTER_FITS and self.holds:
             names = self.placer.candidates(job, self.placer.job_key(job)).names
-            held = reservations.blocking(job, self.holds, self.clusters, names)
+            held = reservations.blocking(job, self.holds, self.clusters, names, self.held_fits)
             if held is not None:
                 reason, message = Reason.RESERVED_FOR, f"{message}; {reservations.held_back(held)}"
         self._decide(job, reason, message, cluster_reasons=placed.cluster_reasons)

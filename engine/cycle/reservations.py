@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from engine import annotations as ann
 from engine.cycle import vectors
 from engine.cycle.capacity import ClusterState
-from engine.cycle.jobs import PendingJob, PodGroup
+from engine.cycle.jobs import PendingJob, PodGroup, pod_key
 from engine.cycle.vectors import Vec
 from engine.policy.model import Reservations
 
@@ -151,15 +151,23 @@ def blocking(
     holds: Sequence[Hold],
     clusters: Mapping[str, ClusterState],
     names: Sequence[str],
+    seen: dict[tuple, bool],
 ) -> Hold | None:
-    """The reservation on one of ``names`` without which ``job`` would fit there now."""
+    """The reservation on one of ``names`` without which ``job`` would fit there now
+    (``seen``: the answers of this cycle, by cluster, its state's version and the pods)."""
+    pods = job.pod_key or pod_key(job.pods)
     for held in holds:
         if held.job is job or held.cluster not in names:
             continue
-        trial = clusters[held.cluster].copy()
-        trial.release(held.pods + held.withheld)
-        vectors.add_into(trial.free, held.totals)
-        if trial.fits(job.pods, job.demand):
+        state = clusters[held.cluster]
+        key = (held.cluster, state.version, pods)
+        fits = seen.get(key)
+        if fits is None:
+            trial = state.copy()
+            trial.release(held.pods + held.withheld)
+            vectors.add_into(trial.free, held.totals)
+            fits = seen[key] = trial.fits(job.pods, job.demand)
+        if fits:
             return held
     return None
 
