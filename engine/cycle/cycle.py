@@ -267,7 +267,11 @@ class Cycle:
             return False
         splittable = job.mapped.allow_split and job.workload is not None
         placed = self.placer.place(job, splittable)
-        if placed.reason == Reason.NO_CLUSTER_FITS and placed.fallback is not None:
+        held = None
+        if placed.reason == Reason.NO_CLUSTER_FITS and self.holds:  # it waits for held room:
+            names = self.placer.candidates(job, self.placer.job_key(job)).names  # no preempting,
+            held = reservations.blocking(job, self.holds, self.clusters, names, self.held_fits)
+        if held is None and placed.reason == Reason.NO_CLUSTER_FITS and placed.fallback:
             if self._preempt(job, leaf, placed.message):
                 return False
             placed = placed.fallback  # nothing to preempt: where it may fit
@@ -286,17 +290,15 @@ class Cycle:
             if self.order is not None:
                 self.order.usage_changed(leaf.name)
             return True
-        if placed.reason == Reason.NO_CLUSTER_FITS and self._preempt(job, leaf, placed.message):
+        fits_nowhere = held is None and placed.reason == Reason.NO_CLUSTER_FITS
+        if fits_nowhere and self._preempt(job, leaf, placed.message):
             return False
         reason, message = placed.reason, placed.message
         if job.ref in self.placer.pins:
             pin = self.placer.pins[job.ref]
             message += "; " + dependencies.pinned_note(*pin, placed.cluster_reasons)
-        if reason == Reason.NO_CLUSTER_FITS and self.holds:
-            names = self.placer.candidates(job, self.placer.job_key(job)).names
-            held = reservations.blocking(job, self.holds, self.clusters, names, self.held_fits)
-            if held is not None:
-                reason, message = Reason.RESERVED_FOR, f"{message}; {reservations.held_back(held)}"
+        if held is not None:  # nor a guess where it may fit: the room is the reserved job's
+            reason, message = Reason.RESERVED_FOR, f"{message}; {reservations.held_back(held)}"
         self._decide(job, reason, message, cluster_reasons=placed.cluster_reasons)
         return False
 
