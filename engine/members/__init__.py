@@ -27,10 +27,11 @@ Members (``engine.members.model``)::
                                                  # counts the moves of all three
 
 ``step(now)``: 1. running jobs whose ``started_at + duration <= now`` succeed (finished at
-exactly that time) and free their pods; 2. pending pods are bound first-fit, oldest job first
-(a gang's first ``min_member`` pods all together or none, other pods one by one; a job that did
-not fit is retried only after some capacity was freed); 3. jobs with ``min_member`` pods bound
-start at ``now``. Pods that do not fit stay Pending, so fragmentation is real.
+exactly that time) and free their pods; 2. pending pods are bound to the fullest node that
+fits, oldest job first (a gang's first ``min_member`` pods all together or none, other pods one
+by one; a job that did not fit is retried only after some capacity was freed); 3. jobs with
+``min_member`` pods bound start at ``now``. Pods that do not fit stay Pending, so
+fragmentation is real.
 
 Karmada's view (``engine.members.status``)::
 
