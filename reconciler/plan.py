@@ -298,8 +298,6 @@ def _reclaim(change: Reclaim, binding: Mapping[str, Any], mode: Mode, policy_ver
         status = StatusUpdate("False", "FleetgateRequeued", summary, scheduled=False)
     if policy_version:
         notes[ann.POLICY_VERSION] = policy_version
-    said = ((binding.get("metadata") or {}).get("annotations") or {}).get(ann.PREEMPTIONS, "")
-    notes[ann.PREEMPTIONS] = str(int(said) + 1 if str(said).isdigit() else 1)
     spec_patch = {"clusters": None, "suspension": {"scheduling": True}}
     return Plan(
         patch=_patch(binding, notes, spec_patch),
