@@ -38,6 +38,7 @@ from tests.reconciler.test_requeue_e2e import clock, custom, faults, karmada  # 
 
 TEST_SECONDS = 60
 BINDINGS = ("work.karmada.io", "v1alpha2", "resourcebindings")
+CLUSTER_OBJECTS = ("cluster.karmada.io", "v1alpha1", "clusters")
 PP = ("policy.karmada.io", "v1alpha1")
 GPU_CLUSTERS = ("gpu-east", "gpu-west")
 
@@ -77,17 +78,21 @@ def reconciler_over(
 
 
 def synced(rec: Reconciler, custom) -> None:
-    """Wait until the reconciler's binding cache holds what the server holds (all namespaces)."""
-    cached = rec.informers["resourcebindings.work.karmada.io"]
+    """Wait until the reconciler's caches hold what the server holds: every binding (all
+    namespaces) and every Cluster, whose status Karmada's controllers may just have written."""
+    bindings = rec.informers["resourcebindings.work.karmada.io"]
+    clusters = rec.informers["clusters.cluster.karmada.io"]
 
     def same() -> bool:
         served = custom.list_cluster_custom_object(*BINDINGS)["items"]
+        members = custom.list_cluster_custom_object(*CLUSTER_OBJECTS)["items"]
         return all(
-            (cached.get(b["metadata"]["namespace"], b["metadata"]["name"]) or {})
+            (cache.get(o["metadata"].get("namespace", ""), o["metadata"]["name"]) or {})
             .get("metadata", {})
             .get("resourceVersion")
-            == b["metadata"]["resourceVersion"]
-            for b in served
+            == o["metadata"]["resourceVersion"]
+            for cache, items in ((bindings, served), (clusters, members))
+            for o in items
         )
 
     deadline = time.monotonic() + 10
