@@ -113,6 +113,16 @@ def place(
     return nodes, None
 
 
+def best_fit_left(nodes: Mapping[Shape, int], need: Shape) -> float | None:
+    """How many more pods of ``need`` the node a first such pod is laid on (best fit: the
+    fullest node with room, as ``place`` lays it) would still hold after it, in pods of its
+    scarcest resource there (fractional); None when no node has room or ``need`` is all 0."""
+    for free in sorted(nodes):
+        if per_node(free, need):
+            return min(f / q for f, q in zip(free, need, strict=True) if q > 0) - 1
+    return None
+
+
 def rooms_freed(released: Sequence[Sequence[tuple[Shape, int]]], shape: Shape) -> list[int]:
     """Per release of (pod shape, count) pairs, the pods of ``shape`` the released pods' room
     holds, each pod's room a node of its own (pods of few shapes: each counted once)."""

@@ -25,7 +25,7 @@ past 400 lines: finding candidates and choosing among them share the per-cycle c
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -283,7 +283,7 @@ class Placer:
                 found = scores[i]
                 if found is None:
                     found = scores[i] = self._score(
-                        names[i], candidates, job_key, variables, demand, kept.failed
+                        names[i], candidates, job_key, variables, demand, kept.failed, pods
                     )
                 return found
 
@@ -339,7 +339,10 @@ class Placer:
         message = f"none of {count} candidate clusters has room now for {need}"
         fallback = None
         if maybe and self.node_shape == NodeShape.OPTIMISTIC:
-            best = max(maybe, key=lambda n: self._score(n, candidates, job_key, variables, demand))
+            best = max(
+                maybe,
+                key=lambda n: self._score(n, candidates, job_key, variables, demand, None, pods),
+            )
             fallback = PlaceResult(
                 ((best, pods),),
                 None,
@@ -361,12 +364,13 @@ class Placer:
         variables: Mapping[str, Any],
         need: Mapping[str, int],
         failed: dict[str, tuple[str, str]] | None = None,
+        pods: Sequence[PodGroup] = (),
     ) -> tuple[int, float, bool, float, tuple[int, ...]]:
         """The rank (``scoring``): affinity group, cost, scores all ok, score, name."""
         results = self._cel(name, job_key, variables)[len(self.filters) :]
         ok, score = cel_score(self.scores, results, name, failed)
         state = self.clusters[name]
-        score += strategy_term(self.strategy, state, need)
+        score += strategy_term(self.strategy, state, need, pods)
         cost = self.costs.key(state.view, need)
         return (-candidates.preference.get(name, 0), cost, ok, score, reverse(name))
 

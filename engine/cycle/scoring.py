@@ -3,8 +3,10 @@
 Clusters are ranked, best first, by (1) the earliest group of the binding's ordered cluster
 affinities that allows them, (2) the cost when the policy has ``spec.placement.cost``, cheapest
 first, (3) whether every CEL score succeeded there, (4) the score: the sum of the weighted CEL
-scores (``spec.placement.scores``) plus the strategy's term (BinPack prefers the cluster left
-fullest in the job's dominant resource, Spread the emptiest), then (5) the name.
+scores (``spec.placement.scores``) plus the strategy's term (``strategy_term``: BinPack
+prefers the cluster whose fullest node with room for the job's largest pod it fills most
+snugly, then the one left fullest in the job's dominant resource; Spread the emptiest), then
+(5) the name.
 
 A score that fails on a cluster, or gives no number, counts as 0 there and puts the cluster
 after every cluster (of the same affinity group and cost) where all scores succeeded: a broken
@@ -26,7 +28,9 @@ from collections.abc import Mapping, MutableMapping, Sequence
 from fractions import Fraction
 from typing import Any
 
+from engine.cycle import nodes as nodes_of
 from engine.cycle.capacity import ClusterState
+from engine.cycle.jobs import PodGroup
 from engine.errors import QuantityError, value_type
 from engine.fleet.model import ClusterView
 from engine.policy import cel
@@ -142,10 +146,36 @@ def _price(view: ClusterView, label: str) -> tuple[Fraction | None, str]:
 
 
 def strategy_term(
-    strategy: PlacementStrategy, state: ClusterState, need: Mapping[str, int]
+    strategy: PlacementStrategy,
+    state: ClusterState,
+    need: Mapping[str, int],
+    pods: Sequence[PodGroup] = (),
 ) -> float:
+    """The strategy's part of a cluster's score, in [0, 1]: Spread, how empty the cluster is
+    left in the job's dominant resource; BinPack, how full, and first of all (nine tenths of
+    the term) how snugly the job's largest pod fits the node it would be laid on, where the
+    cluster's resource models show its nodes (``snugness``)."""
     full = fullness(state, need)
-    return full if strategy == PlacementStrategy.BIN_PACK else 1.0 - full
+    if strategy != PlacementStrategy.BIN_PACK:
+        return 1.0 - full
+    snug = snugness(state, pods)
+    return full if snug is None else 0.9 * snug + 0.1 * full
+
+
+def snugness(state: ClusterState, pods: Sequence[PodGroup]) -> float | None:
+    """1 / (1 + the pods of its shape the node would still hold) for the largest pod of
+    ``pods`` on the fullest node with room for it (as the cycle lays pods, and as a member
+    binding with ``MostAllocated`` does): 1 when it fills that node, lower the emptier the
+    node it breaks into, so small pods go where nodes are already in use and whole nodes stay
+    free for large pods. None without node models or room."""
+    if state.nodes is None or not pods:
+        return None
+    largest = max(pods, key=lambda g: sorted(g.requests.values(), reverse=True))
+    shape = tuple(largest.requests.get(r, 0) for r in state.model)
+    if not any(shape):
+        return None
+    left = nodes_of.best_fit_left(state.nodes, shape)
+    return None if left is None else 1.0 / (1.0 + max(left, 0.0))
 
 
 def fullness(state: ClusterState, need: Mapping[str, int]) -> float:
