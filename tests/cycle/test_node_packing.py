@@ -60,9 +60,7 @@ def fleets(draw: st.DrawFn) -> dict[str, Any]:
             if slot is None:
                 break
             free[slot] -= size
-            jobs.append(
-                {"name": f"run-{c}-{i}", "queue": "q", "pod": pod(size), "admitted": name}
-            )
+            jobs.append({"name": f"run-{c}-{i}", "queue": "q", "pod": pod(size), "admitted": name})
     size = draw(st.sampled_from([1, 2, 4, 8]))
     jobs.append({"name": "new", "queue": "q", "pod": pod(size), "at": 1})
     return {"clusters": clusters, "jobs": jobs, "size": size}
