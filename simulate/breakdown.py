@@ -15,7 +15,8 @@ whole run's under ``jobs``)::
 
 Size classes (:data:`simulate.results.SIZE_CLASSES`) are by the job's total GPUs: ``0``
 (CPU-only), ``1``, ``2``, ``3-4``, ``5-8``, ``>8``; every class is present, a class without
-jobs has zeros and ``null`` percentiles.
+jobs has zeros and ``null`` percentiles. ``large_jobs`` is the same entry for the jobs of 8
+GPUs or more (whole-node jobs and gangs), which span the two largest classes.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from dataclasses import dataclass, field
 
 from simulate.metrics import percentiles
 from simulate.results import SIZE_CLASSES, JobRecord
+
+LARGE_GPUS = 8  # ``large_jobs``: a whole node of 8 GPUs and more, the jobs issue 28 measures
 
 
 @dataclass(slots=True)
@@ -83,19 +86,23 @@ class Breakdown:
     by_size: dict[str, dict[str, object]]
     by_queue: dict[str, dict[str, object]]
     whole: dict[str, object]
+    large: dict[str, object]  # jobs of LARGE_GPUS or more, across the classes
 
 
 def breakdown(records: Iterable[JobRecord], end: float) -> Breakdown:
     """Every job once: into its size class, its queue and the whole run."""
     sizes = {name: Group() for name in SIZE_CLASSES}
     queues: dict[str, Group] = {}
-    whole = Group()
+    whole, large = Group(), Group()
     for job in records:
         sizes[job.size].add(job, end)
         queues.setdefault(job.queue, Group()).add(job, end)
         whole.add(job, end)
+        if job.gpus >= LARGE_GPUS:
+            large.add(job, end)
     return Breakdown(
         by_size={name: group.entry() for name, group in sizes.items()},
         by_queue={name: queues[name].entry() for name in sorted(queues)},
         whole=whole.entry(),
+        large=large.entry(),
     )

@@ -119,12 +119,17 @@ def sizes(runs: Sequence[RunResult]) -> Table | None:
         table.add_column(header, justify="right")
     shown = [c for c in SIZE_CLASSES if any(
         (r.summary.get("by_size") or {}).get(c, {}).get("jobs") for r in runs)]  # fmt: skip
-    for name in [*shown, "all"]:
+    large = any((r.summary.get("large_jobs") or {}).get("jobs") for r in runs)
+    for name in [*shown, *(["≥8"] if large else []), "all"]:
         first = True
         for run in runs:
             jobs = run.summary["jobs"]
-            entry = {**jobs, "jobs": jobs["total"]} if name == "all" else None
-            entry = entry or run.summary.get("by_size", {}).get(name)
+            if name == "all":
+                entry = {**jobs, "jobs": jobs["total"]}
+            elif name == "≥8":  # across the classes: jobs of 8 GPUs or more
+                entry = run.summary.get("large_jobs")
+            else:
+                entry = run.summary.get("by_size", {}).get(name)
             if entry is None:
                 continue
             label = [run.label] if len(runs) > 1 else []

@@ -133,5 +133,6 @@ def summarize(
         ),
         **measured,
         "by_size": groups.by_size,
+        "large_jobs": groups.large,
         "stages": stage_waits(sim, records, end),
     }

@@ -96,6 +96,11 @@ def test_a_job_preempted_twice_is_counted_by_size_and_by_queue(reclaim) -> None:
 
     middle = s["by_size"]["5-8"]
     assert (middle["jobs"], middle["preemptions"], middle["wait_s"]["max"]) == (2, 0, 10)
+    # jobs of 8 GPUs or more, across the two classes: b1 and b2 (8 GPUs), big and huge-pod
+    whole = s["large_jobs"]
+    assert (whole["jobs"], whole["never_admitted"], whole["preemptions"]) == (4, 1, 2)
+    assert whole["wait_s"]["max"] == end - 60 and whole["wait_s"]["p50"] == pytest.approx(
+        (10 + 1020) / 2)  # fmt: skip
     assert s["by_size"]["0"]["jobs"] == 1 and s["by_size"]["0"]["wait_s"]["max"] == 0
     for empty in ("1", "2", "3-4"):
         assert s["by_size"][empty]["jobs"] == 0 and s["by_size"][empty]["wait_s"]["p50"] is None
@@ -119,6 +124,7 @@ def test_a_job_preempted_twice_is_counted_by_size_and_by_queue(reclaim) -> None:
     text = screen([result])
     assert "jobs by size (GPUs per job)" in text
     assert re.search(r"│ >8\s+│\s+2 │ .* │\s+1 · 2 │\s+2\.2 │", text), text
+    assert re.search(r"│ ≥8\s+│\s+4 │ .* │\s+1 · 2 │\s+2\.2 │", text), text
     assert "preempted · >1× · most" in text and "1 · 1 · 2" in text
     assert "rejected · gave up" in text  # given-up jobs stay in the headline
 
