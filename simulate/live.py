@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
+from engine import annotations as ann
 from engine.errors import FleetgateError
 from engine.fleet.model import BindingView
 from engine.members import parse_duration
@@ -150,6 +151,11 @@ class LiveJob:
     @property
     def gpus(self) -> float:
         return self.demand[0]
+
+    @property
+    def nominated(self) -> str:
+        """The cluster a preemption it made nominated it to (``""``: none)."""
+        return self.binding.annotations.get(ann.NOMINATED_CLUSTER, "")
 
     def started(self) -> float | None:
         """When every part of its last admission ran; None while it waits again after a

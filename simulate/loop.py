@@ -39,7 +39,7 @@ from engine import requeue
 from engine.cycle.cycle import run_cycle
 from engine.cycle.jobcache import JobCache
 from engine.cycle.model import CycleResult, Decision
-from engine.cycle.reasons import Action
+from engine.cycle.reasons import Action, Reason
 from engine.fleet.frozen import FrozenDict
 from engine.fleet.model import ClusterView, Snapshot
 from engine.gcpause import collector_paused
@@ -290,6 +290,9 @@ class Simulation:
                 job.queue, job.tenant = decision.queue, decision.tenant or job.tenant
             if job.state == "pending":
                 job.reason = decision.reason
+                where = decision.clusters[0].name if decision.clusters else ""
+                if decision.reason == Reason.PREEMPTING and where and where != job.nominated:
+                    job.binding = objects.nominated(job.binding, where)
             if decision.action == Action.ADMIT and job.state == "pending":
                 self._admit(job, decision, t, now)
             elif decision.action == Action.PREEMPT and job.state == "admitted":

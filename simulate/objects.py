@@ -178,7 +178,14 @@ def requeued(
     notes = {
         k: v
         for k, v in binding.annotations.items()
-        if k not in (ann.ADMITTED_AT, ann.ADMITTED_TO, ann.QUEUE_POSITION, ann.RUNNING_SINCE)
+        if k
+        not in (
+            ann.ADMITTED_AT,
+            ann.ADMITTED_TO,
+            ann.QUEUE_POSITION,
+            ann.RUNNING_SINCE,
+            ann.NOMINATED_CLUSTER,
+        )
     }
     notes[ann.QUEUED_AT] = ann.format_time(now)
     notes[ann.PENDING] = reason
@@ -203,6 +210,12 @@ def requeued(
         conditions=FrozenDict({"Scheduled": "False"}),
         scheduled_at=None,
     )
+
+
+def nominated(binding: BindingView, cluster: str) -> BindingView:
+    """A preemptor's binding as ``plan._pending`` writes it: the cluster its victims free."""
+    notes = {**binding.annotations, ann.NOMINATED_CLUSTER: cluster}
+    return dataclasses.replace(binding, annotations=FrozenDict(notes))
 
 
 def gave_up(binding: BindingView, cluster: str, message: str) -> BindingView:

@@ -32,7 +32,6 @@ from engine.cycle import (
     groups,
     groups_place,
     groups_preempt,
-    preemption,
     protection,
     ranking,
     reservations,
@@ -46,7 +45,6 @@ from engine.cycle.jobs import (
     JobCache,
     PendingJob,
     classify,
-    pod_key,
     read_job,
 )
 from engine.cycle.model import CycleResult, Decision, GroupState
@@ -303,10 +301,21 @@ class Cycle:
         return False
 
     def _reserve(self, by_leaf: dict[str, list[PendingJob]], strict: set[str]) -> None:
-        """3d. ``reservations``: the longest waiters take their turn first; room is held for
-        each that fits no cluster (the rest of a StrictFIFO queue then waits behind it)."""
+        """3d. A preemptor (``fleetgate.io/nominated-cluster``) that fits now is admitted first:
+        the room its victims freed is its own, as a pod's nominated node is. Then
+        ``reservations``: the longest waiters take their turn first; room is held for each
+        that fits no cluster (the rest of a StrictFIFO queue then waits behind it)."""
         policy = self.policies.scheduling.reservations
         queued = [j for jobs in by_leaf.values() for j in jobs if j.ref not in self.units]
+        for job in reservations.nominated(queued):
+            leaf = self.quota.nodes[job.mapped.queue]
+            if (
+                self.quota.check(leaf, job.demand) is None
+                and not self.placer.place(job, False).reason
+            ):
+                by_leaf[leaf.name].remove(job)
+                queued.remove(job)
+                self._consider(job, leaf)
         for job in reservations.starving(queued, policy, self.now) if policy else ():
             leaf = self.quota.nodes[job.mapped.queue]
             by_leaf[leaf.name].remove(job)
@@ -358,34 +367,8 @@ class Cycle:
         """Search victims for ``job``: at most once per queue per cycle, for the first job of
         the queue (in queue order) that has candidates — Kueue likewise tries one head per
         ClusterQueue per cycle. The next cycle tries the next job."""
-        if leaf.name in self.searched or self.victims_spent():
-            return False
-        queue = self.policies.queue(leaf.name)
-        if queue is None or not preemption.allowed(queue):
-            return False
-        pods = job.pod_key or pod_key(job.pods)
-        shape = (leaf.name, job.mapped.priority, pods, len(self.victims.taken))
-        if shape in self.no_victims:
-            return False
-        search = preemption.Search(job, leaf, queue, self.quota, self.victims)
-        if not (search.owners or search.lower) or search.hopeless():
-            self.no_victims.add(shape)  # nobody it may take, or not enough
-            return False
-        key = self.placer.job_key(job)
-        targets = [
-            n
-            for n in self.placer.candidates(job, key).names
-            if self.clusters[n].could_ever_hold(job.pods, job.demand)
-        ]
-        if not targets:
-            self.no_victims.add(shape)
-            return False
-        self.searched.add(leaf.name)
-        chosen = ranking.choose(search, self.clusters, targets)
-        if chosen is not None and self.victims_spent(len(chosen.victims)):
-            chosen = None  # more than this cycle may still preempt: the next cycle tries again
+        chosen = ranking.search(self, job, leaf)
         if chosen is None:
-            self.no_victims.add(shape)
             return False
         self.victims.take(chosen.victims)
         # Hold the preemptor's quota for the rest of the cycle on top of the victims' (they run

@@ -13,11 +13,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 from engine.cycle.capacity import ClusterState
-from engine.cycle.jobs import AdmittedJob
-from engine.cycle.preemption import MOST_VICTIMS, Search
+from engine.cycle.groups_place import Placing
+from engine.cycle.jobs import AdmittedJob, PendingJob, pod_key
+from engine.cycle.preemption import MOST_VICTIMS, Search, allowed
+from engine.cycle.quota import QuotaNode, QuotaTree
 from engine.cycle.victims import VictimIndex
+from engine.policy.policyset import PolicySet
 
 EXAMINED = 8  # clusters given the full victim search in one preemption attempt
 
@@ -27,6 +31,52 @@ class Preemption:
     cluster: str
     victims: tuple[AdmittedJob, ...]
     reclaim: frozenset[str]  # refs of victims taken by reclaim (the rest: lower priority)
+
+
+class Searching(Protocol):
+    """What a single job's preemption search needs of ``engine.cycle.cycle.Cycle``."""
+
+    policies: PolicySet
+    quota: QuotaTree
+    victims: VictimIndex
+    placer: Placing
+    clusters: dict[str, ClusterState]
+    searched: set[str]  # queues that had their preemption search this cycle
+    no_victims: set[tuple[Any, ...]]  # (queue, priority, pods, victims taken): none found
+
+    def victims_spent(self, more: int = 0) -> bool: ...
+
+
+def search(cycle: Searching, job: PendingJob, leaf: QuotaNode) -> Preemption | None:
+    """The victims ``job`` takes, or None: its queue had its search this cycle, may not
+    preempt, the cycle's ``maxVictimsPerCycle`` is spent, or nobody it may take makes it fit
+    (remembered in ``no_victims`` for jobs of its shape until more victims are taken)."""
+    if leaf.name in cycle.searched or cycle.victims_spent():
+        return None
+    queue = cycle.policies.queue(leaf.name)
+    if queue is None or not allowed(queue):
+        return None
+    pods = job.pod_key or pod_key(job.pods)
+    shape = (leaf.name, job.mapped.priority, pods, len(cycle.victims.taken))
+    if shape in cycle.no_victims:
+        return None
+    found = Search(job, leaf, queue, cycle.quota, cycle.victims)
+    if not (found.owners or found.lower) or found.hopeless():
+        cycle.no_victims.add(shape)  # nobody it may take, or not enough
+        return None
+    names = cycle.placer.candidates(job, cycle.placer.job_key(job)).names
+    clusters = cycle.clusters
+    targets = [n for n in names if clusters[n].could_ever_hold(job.pods, job.demand)]
+    if not targets:
+        cycle.no_victims.add(shape)
+        return None
+    cycle.searched.add(leaf.name)
+    chosen = choose(found, clusters, targets)
+    if chosen is not None and cycle.victims_spent(len(chosen.victims)):
+        chosen = None  # more than this cycle may still preempt: the next cycle tries again
+    if chosen is None:
+        cycle.no_victims.add(shape)
+    return chosen
 
 
 def choose(

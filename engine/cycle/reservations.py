@@ -56,6 +56,13 @@ def starving(
     return ranked[: policy.max]
 
 
+def nominated(jobs: Iterable[PendingJob]) -> list[PendingJob]:
+    """The jobs nominated to a cluster by a preemption they made (``fleetgate.io/nominated-
+    cluster``, kept until they are admitted or requeued), longest queued first."""
+    found = [j for j in jobs if j.binding.annotations.get(ann.NOMINATED_CLUSTER)]
+    return sorted(found, key=lambda j: (j.enqueued_at, j.order_key, j.ref))
+
+
 def where(
     job: PendingJob, names: Sequence[str], clusters: Mapping[str, ClusterState]
 ) -> str | None:

@@ -12,7 +12,8 @@ the scenario; ``admitted: east`` makes a job that already runs there (its pods c
 cluster's allocated and its queue's usage); ``adopted: true`` drops fleetgate's admission
 annotations from such a job (placed before fleetgate was installed, or its annotations lost:
 its Scheduled condition gives the time); ``backoffUntil`` (RFC 3339) and ``attempts`` mark a
-requeued job. Dependencies: ``after`` (the ``fleetgate.io/after`` text) and ``sameClusterAs``
+requeued job; ``nominated: east`` marks a preemptor whose victims were taken on east.
+Dependencies: ``after`` (the ``fleetgate.io/after`` text) and ``sameClusterAs``
 go on the template; ``finished: succeeded`` or ``finished: failed`` marks an admitted job's
 clusters as reporting that end (it then holds nothing); ``managed: false`` makes a binding
 fleetgate does not manage.
@@ -186,6 +187,8 @@ def job(spec: Mapping[str, Any]) -> tuple[BindingView, Workload]:
         annotations[ann.PREEMPTIONS] = str(spec["preemptions"])
     if "gaveUp" in spec:  # the reconciler gave the job up after maxAttempts
         annotations[ann.GAVE_UP] = spec["gaveUp"]
+    if "nominated" in spec:  # a preemption it made nominated it to this cluster
+        annotations[ann.NOMINATED_CLUSTER] = spec["nominated"]
     binding = BindingView(
         namespace=namespace,
         name=f"{name}-{kind.lower()}",

@@ -15,6 +15,8 @@ from typing import Any
 import pytest
 from rich.console import Console
 
+from engine import annotations as ann
+from engine.cycle.cycle import run_cycle
 from simulate import plotdata
 from simulate.baseline import Baseline
 from simulate.fairshare import attainment, fair_shares
@@ -308,3 +310,22 @@ def test_guarantee_lines_have_a_dash_of_their_own() -> None:
     assert len({repr(dashes[n]) for n in names}) == len(names)
     assert dashes[plotdata.OTHER] not in [dashes[n] for n in names]
     assert [colours[n] for n in names] == list(plotdata.COLOURS)
+
+
+def test_a_preemptor_carries_its_nomination_until_it_is_admitted(reclaim) -> None:  # type: ignore[no-untyped-def]
+    """As ``plan._pending`` writes it: b1's Preempting decision nominates it to east; the next
+    cycle sees the annotation on its pending binding (and admits it first there); admission
+    drops it."""
+    seen: list[tuple[str | None, bool]] = []
+
+    def decide(snapshot, policies, now, cache):  # type: ignore[no-untyped-def]
+        for b in snapshot.bindings:
+            if b.name.split("-")[0] == "b1":
+                seen.append((b.annotations.get(ann.NOMINATED_CLUSTER), bool(b.clusters)))
+        return run_cycle(snapshot, policies, now, cache)
+
+    result = reclaim(decide)
+    assert {r.name: r.admitted for r in result.jobs}["b1"] == 110
+    assert (None, False) in seen and ("east", False) in seen  # pending, then nominated
+    assert not any(nominated and placed for nominated, placed in seen)
+    assert seen[-1] == (None, True)
