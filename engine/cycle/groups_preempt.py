@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import Any
 
 from engine.cycle import vectors
 from engine.cycle.capacity import ClusterState
@@ -42,10 +42,9 @@ from engine.cycle.groups_place import Outcome, Placing, hardness, members_of
 from engine.cycle.jobs import AdmittedJob, PendingJob, pod_key
 from engine.cycle.preemption import MOST_VICTIMS, TRIED, Search, allowed
 from engine.cycle.quota import QuotaNode, QuotaTree
-from engine.cycle.ranking import victims_rank
+from engine.cycle.ranking import Searching, victims_rank
 from engine.cycle.reasons import Reason
 from engine.cycle.victims import VictimIndex, put_back, stays_at_guarantee
-from engine.policy.policyset import PolicySet
 
 BUDGET = 5_000
 """Fit checks one group's victim search may make before it gives up (preempting nobody)."""
@@ -88,20 +87,7 @@ def may_help(outcome: Outcome) -> bool:
     return not outcome.admitted and bool(outcome.decisions) and outcome.decisions[0][1] in HELPED
 
 
-class Cycling(Protocol):
-    """What a group's preemption needs of ``engine.cycle.cycle.Cycle``."""
-
-    policies: PolicySet
-    quota: QuotaTree
-    victims: VictimIndex
-    placer: Placing
-    clusters: dict[str, ClusterState]
-    searched: set[str]  # queues that had their preemption search this cycle
-
-    def victims_spent(self, more: int = 0) -> bool: ...
-
-
-def attempt(cycle: Cycling, unit: Unit, leaf: QuotaNode, refused: Outcome) -> Preempted | None:
+def attempt(cycle: Searching, unit: Unit, leaf: QuotaNode, refused: Outcome) -> Preempted | None:
     """Victims that let ``unit``'s minimum in at once, taken now; None: nobody is preempted
     (``refused`` stands). Like a single job's, at most one search per queue per cycle."""
     if not may_help(refused) or leaf.name in cycle.searched or cycle.victims_spent():

@@ -34,7 +34,8 @@ class Preemption:
 
 
 class Searching(Protocol):
-    """What a single job's preemption search needs of ``engine.cycle.cycle.Cycle``."""
+    """What a preemption search (a job's here, a group's in ``groups_preempt``) needs of
+    ``engine.cycle.cycle.Cycle``."""
 
     policies: PolicySet
     quota: QuotaTree
