@@ -1,6 +1,7 @@
 """``fleetgate validate``: policy files, and with ``--fleet`` a fleet file (of ``fleetgate
 sandbox`` and ``simulate``) and the node shapes its resource models cannot see whole (warnings,
-which do not fail it). Exit 0 valid, 1 invalid, 2 usage."""
+which do not fail it), and leaf queues open to every namespace (warnings too). Exit 0 valid,
+1 invalid, 2 usage."""
 
 from __future__ import annotations
 
@@ -12,9 +13,23 @@ from typing import Any
 from engine.errors import PolicyLoadError
 from engine.members.fleetfile import FleetFileError, load_fleet
 from engine.members.grades import fleet_warnings
-from engine.policy.policyset import load_policy_set
+from engine.policy import queueaccess
+from engine.policy.policyset import PolicySet, load_policy_set
 
 EXIT_OK, EXIT_INVALID = 0, 1
+
+
+def policy_warnings(policies: PolicySet) -> list[str]:
+    """What is valid but probably not meant: leaf queues open to every namespace."""
+    found = []
+    for name in queueaccess.open_leaves(policies):
+        queue = policies.queue(name)
+        where = f"{queue.origin.file}:{queue.origin.line}: " if queue and queue.origin else ""
+        found.append(
+            f"{where}Queue/{name}: open to every namespace (no spec.namespaceSelector on it or "
+            "an ancestor): any namespace may label its jobs into it"
+        )
+    return found
 
 
 def run(args: argparse.Namespace) -> int:
@@ -53,8 +68,11 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_INVALID
     summary = policies.summary() if policies is not None else {}
     warnings = fleet_warnings(fleet) if fleet is not None else ()
+    opened = policy_warnings(policies) if policies is not None else []
     if args.output == "json":
         out: dict[str, Any] = {"valid": True, **summary}
+        if policies is not None:
+            out["warnings"] = opened
         if fleet is not None:
             out["fleet"] = {
                 "file": str(args.fleet),
@@ -72,6 +90,8 @@ def run(args: argparse.Namespace) -> int:
             f"{summary['admissionPolicies']} admission polic(ies), "
             f"{summary['celExpressions']} CEL expression(s) compiled"
         )
+        for warning in opened:
+            print(f"warning: {warning}")
     if fleet is not None:
         print(f"valid: fleet {args.fleet}: {len(fleet.clusters)} cluster(s)")
         for warning in warnings:

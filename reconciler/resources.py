@@ -51,6 +51,8 @@ CLUSTER_PROPAGATION_POLICIES = Resource(
     False,
 )
 PRIORITY_CLASSES = Resource("scheduling.k8s.io", ("v1",), "priorityclasses", "PriorityClass", False)
+# their labels decide which queues a namespace's jobs may use (Queue.spec.namespaceSelector)
+NAMESPACES = Resource("", ("v1",), "namespaces", "Namespace", False)
 # volcano-global's HyperJob: never bound, read for the size of its children's group (optional,
 # like every kind: a server without the CRD answers 404, and the informer counts it empty)
 HYPERJOBS = Resource("training.volcano.sh", ("v1alpha1",), "hyperjobs", "HyperJob", True)
@@ -61,6 +63,7 @@ FLEET_RESOURCES = (
     PROPAGATION_POLICIES,
     CLUSTER_PROPAGATION_POLICIES,
     PRIORITY_CLASSES,
+    NAMESPACES,
     HYPERJOBS,
 )
 

@@ -47,7 +47,8 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
 def test_valid_policies_print_version_and_counts(capsys):
     code, out, _ = run(capsys, "validate", str(POLICIES))
     assert code == 0
-    headline, summary = out.splitlines()
+    headline, summary, *warnings = out.splitlines()
+    assert all(w.startswith("warning: ") and "open to every namespace" in w for w in warnings)
     version = re.fullmatch(f"valid: policy version ({VERSION})", headline)
     assert version, headline
     assert version[1] == load_policy_set([POLICIES]).version
@@ -159,3 +160,37 @@ def test_usage_errors_exit_2(argv, capsys):
         main(argv)
     assert exit_info.value.code == 2
     assert "usage: fleetgate" in capsys.readouterr().err
+
+
+def test_a_leaf_queue_open_to_every_namespace_is_a_warning(capsys, tmp_path):
+    """Valid, but any namespace may label its jobs into such a queue: validate says which
+    (a selector on an ancestor guards the leaves below it)."""
+    (tmp_path / "queues.yaml").write_text(
+        "apiVersion: fleetgate.io/v1alpha1\nkind: Queue\nmetadata: {name: prod}\n"
+        "spec: {namespaceSelector: {matchLabels: {env: prod}}}\n---\n"
+        "apiVersion: fleetgate.io/v1alpha1\nkind: Queue\nmetadata: {name: serving}\n"
+        "spec: {parent: prod}\n---\n"
+        "apiVersion: fleetgate.io/v1alpha1\nkind: Queue\nmetadata: {name: scratch}\nspec: {}\n"
+    )
+    code, out, _ = run(capsys, "validate", str(tmp_path))
+    assert code == 0
+    warnings = [line for line in out.splitlines() if line.startswith("warning: ")]
+    assert warnings == [
+        f"warning: {tmp_path / 'queues.yaml'}:11: Queue/scratch: open to every namespace (no "
+        "spec.namespaceSelector on it or an ancestor): any namespace may label its jobs into it"
+    ]
+    code, out, _ = run(capsys, "validate", "-o", "json", str(tmp_path))
+    assert code == 0 and len(json.loads(out)["warnings"]) == 1
+
+
+def test_a_selector_operator_without_values_is_an_error(capsys, tmp_path):
+    (tmp_path / "q.yaml").write_text(
+        "apiVersion: fleetgate.io/v1alpha1\nkind: Queue\nmetadata: {name: q}\nspec:\n"
+        "  namespaceSelector:\n    matchExpressions: [{key: team, operator: In}]\n"
+    )
+    code, out, _ = run(capsys, "validate", str(tmp_path))
+    assert code == 1
+    assert (
+        "Queue/q: spec.namespaceSelector.matchExpressions[0].values: operator In needs values"
+        in out
+    )

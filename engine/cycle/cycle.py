@@ -54,6 +54,7 @@ from engine.cycle.placevalues import queue_values
 from engine.cycle.quota import QuotaNode, QuotaTree
 from engine.cycle.reasons import NEVER, Reason
 from engine.fleet.model import BindingView, Snapshot
+from engine.policy import queueaccess
 from engine.policy.model import Strategy
 from engine.policy.policyset import PolicySet
 
@@ -119,6 +120,7 @@ class Cycle:
         self.group_states: dict[str, GroupState] = {}  # binding ref → its group, for decisions
         self.holds: list[reservations.Hold] = []  # room held for long waiters (step 3d)
         self.held_fits: dict[tuple, bool] = {}  # ``reservations.blocking``'s answers
+        self.refusals: dict[tuple[str, str], str | None] = {}  # (queue, namespace) → refusal
 
     def run(self) -> CycleResult:
         # 3. screening, and dependencies: a job not yet eligible takes no turn
@@ -239,7 +241,12 @@ class Cycle:
         if node.children:
             children = ", ".join(c.name for c in node.children)
             return Reason.QUEUE_NOT_LEAF, f"queue {name} has child queues ({children})"
-        return None
+        key = (name, job.binding.namespace)  # namespaceSelector: asked once per pair
+        if key not in self.refusals:
+            labels = self.snapshot.namespace_labels(key[1])
+            self.refusals[key] = queueaccess.refusal(self.policies, *key, labels)
+        refused = self.refusals[key]
+        return None if refused is None else (Reason.QUEUE_NOT_ALLOWED, refused)
 
     def _eligible(self, job: PendingJob, verdicts: dict[str, dependencies.Verdict] | None) -> bool:
         """Whether ``job``'s dependencies let it be considered now; if not, its decision (it

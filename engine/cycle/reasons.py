@@ -44,6 +44,9 @@ class Reason(StrEnum):
     """The job maps to a queue that is not defined."""
     QUEUE_NOT_LEAF = "QueueNotLeaf"
     """The job maps to a queue with child queues; jobs wait in leaf queues only."""
+    QUEUE_NOT_ALLOWED = "QueueNotAllowed"
+    """The job's namespace may not use its queue: the labels of its Namespace do not match
+    the ``spec.namespaceSelector`` of the queue or of an ancestor."""
     INVALID_DEPENDENCY = "InvalidDependency"
     """``fleetgate.io/after``/``same-cluster-as`` (or the policy's ``dependencies``) cannot be
     read: an unknown condition, an empty or malformed reference."""
@@ -96,6 +99,7 @@ NEVER = frozenset(
     {
         Reason.GAVE_UP,
         Reason.UNKNOWN_DEMAND,
+        Reason.QUEUE_NOT_ALLOWED,
         Reason.INVALID_DEPENDENCY,
         Reason.DEPENDENCY_CYCLE,
         Reason.DEPENDENCY_FAILED,

@@ -7,6 +7,7 @@ Placement values and matching (``ClusterAffinity``, ``affinity_allows``, ``toler
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from fractions import Fraction
@@ -29,6 +30,7 @@ from engine.workloads.hyperjob import HyperJob
 from engine.workloads.model import Workload
 
 __all__ = [
+    "NAME_LABEL",
     "BindingView",
     "ClusterAffinity",
     "ClusterView",
@@ -37,6 +39,7 @@ __all__ = [
     "FrozenDict",
     "IssueCode",
     "LabelSelector",
+    "NamespaceView",
     "ObjectKey",
     "ObjectRef",
     "PlacementView",
@@ -196,6 +199,15 @@ class BindingView:
         return self.health.get(cluster) == "Healthy"
 
 
+NAME_LABEL = "kubernetes.io/metadata.name"  # the API server sets it on every Namespace
+
+
+@dataclass(frozen=True, slots=True)
+class NamespaceView:
+    name: str
+    labels: FrozenDict[str, str]  # NAME_LABEL included
+
+
 @dataclass(frozen=True, slots=True)
 class PriorityClassView:
     name: str
@@ -270,6 +282,14 @@ class Snapshot:
     # (namespace, name) → Volcano HyperJob: the size of its co-admission group (cycle/groups.py)
     hyperjobs: FrozenDict[tuple[str, str], HyperJob] = field(default_factory=FrozenDict)
     estimates: Estimates = field(default_factory=Estimates)
+    # name → Namespace (its labels, for the queues' ``namespaceSelector``)
+    namespaces: FrozenDict[str, NamespaceView] = field(default_factory=FrozenDict)
+
+    def namespace_labels(self, name: str) -> Mapping[str, str]:
+        """The Namespace's labels; of one not in the snapshot, only the name label the API
+        server would have set."""
+        found = self.namespaces.get(name)
+        return found.labels if found is not None else {NAME_LABEL: name}
 
     def cluster(self, name: str) -> ClusterView | None:
         return next((c for c in self.clusters if c.name == name), None)

@@ -18,6 +18,7 @@ from engine.fleet.demand import binding_demand
 from engine.fleet.fields import Metadata
 from engine.fleet.frozen import FrozenDict
 from engine.fleet.model import IssueCode, ObjectKey, Snapshot, SnapshotIssue
+from engine.fleet.namespaces import read_namespace
 from engine.fleet.priority import read_priority_class
 from engine.fleet.propagation import PERMANENT_ID_LABELS, read_policy
 from engine.fleet.readmemo import ReadMemo
@@ -33,6 +34,7 @@ FLEET_READERS: dict[tuple[str, str], Callable[[Mapping[str, Any]], Any]] = {
     **{("work.karmada.io", kind): read_binding for kind in BINDING_KINDS},
     **{("policy.karmada.io", kind): read_policy for kind in PERMANENT_ID_LABELS},
     ("scheduling.k8s.io", "PriorityClass"): read_priority_class,
+    ("", "Namespace"): read_namespace,
 }
 
 
@@ -111,6 +113,7 @@ def build_snapshot(
             sorted(set(issues), key=lambda i: (i.source, i.object, i.path, i.message, i.code))
         ),
         hyperjobs=FrozenDict(hyperjobs),
+        namespaces=FrozenDict({n.name: n for n in read[("", "Namespace")]}),
     )
 
 

@@ -12,6 +12,8 @@ from fractions import Fraction
 from typing import Any
 
 from engine.errors import PolicyIssue
+from engine.fleet.affinity import LabelSelector, Requirement
+from engine.fleet.frozen import FrozenDict
 from engine.policy import cel, celcost, celfields, defaults
 from engine.policy.celcheck import CelType
 from engine.policy.celfields import JsonPath
@@ -107,7 +109,24 @@ class Builder:
             ),
             origin=Origin(doc.file, doc.position(()).line),
             description=spec.get("description", ""),
+            namespace_selector=self._selector(
+                spec.get("namespaceSelector"), ("spec", "namespaceSelector")
+            ),
         )
+
+    def _selector(self, raw: Any, path: JsonPath) -> LabelSelector | None:
+        """A label selector the schema has checked; In and NotIn need values, Exists and
+        DoesNotExist have none (as ``metav1.LabelSelectorAsSelector`` requires)."""
+        if raw is None:
+            return None
+        found = []
+        for i, item in enumerate(raw.get("matchExpressions") or ()):
+            op, values = item["operator"], tuple(item.get("values") or ())
+            if (op in ("In", "NotIn")) != bool(values):
+                need = "needs values" if values == () else "takes no values"
+                self.issue((*path, "matchExpressions", i, "values"), f"operator {op} {need}")
+            found.append(Requirement(item["key"], op, values))
+        return LabelSelector(FrozenDict(raw.get("matchLabels") or {}), tuple(found))
 
     def expressions(self, doc: Document | None, kind: str) -> dict[JsonPath, Expression]:
         """Compile every CEL expression of a document (or of the built-in default)."""

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from fractions import Fraction
 
+from engine.fleet.affinity import LabelSelector
 from engine.policy.cel import CelProgram
 
 Amounts = Mapping[str, Fraction]
@@ -113,6 +114,8 @@ class Queue:
     preemption: QueuePreemption
     origin: Origin
     description: str = ""
+    # which namespaces may submit to the queue and its descendants (None: every namespace)
+    namespace_selector: LabelSelector | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,9 @@ the scenario; ``admitted: east`` makes a job that already runs there (its pods c
 cluster's allocated and its queue's usage); ``adopted: true`` drops fleetgate's admission
 annotations from such a job (placed before fleetgate was installed, or its annotations lost:
 its Scheduled condition gives the time); ``backoffUntil`` (RFC 3339) and ``attempts`` mark a
-requeued job; ``nominated: east`` marks a preemptor whose victims were taken on east.
+requeued job; ``namespace`` (default ``team``) with the scenario's ``namespaces`` (name → its
+labels; a namespace not listed has only its name label) for queues' ``namespaceSelector``;
+``nominated: east`` marks a preemptor whose victims were taken on east.
 Dependencies: ``after`` (the ``fleetgate.io/after`` text) and ``sameClusterAs``
 go on the template; ``finished: succeeded`` or ``finished: failed`` marks an admitted job's
 clusters as reporting that end (it then holds nothing); ``managed: false`` makes a binding
@@ -37,8 +39,10 @@ from engine.fleet.affinity import (
 )
 from engine.fleet.frozen import FrozenDict
 from engine.fleet.model import (
+    NAME_LABEL,
     BindingView,
     ClusterView,
+    NamespaceView,
     ObjectRef,
     PriorityClassView,
     ResourceModel,
@@ -256,4 +260,10 @@ def snapshot(scenario: Mapping[str, Any]) -> Snapshot:
         workloads=FrozenDict({b.resource.key: w for b, w in jobs}),
         policies=(),
         priority_classes=tuple(PriorityClassView(f"p{p}", p, False) for p in priorities),
+        namespaces=FrozenDict(
+            {
+                name: NamespaceView(name, FrozenDict({**(labels or {}), NAME_LABEL: name}))
+                for name, labels in (scenario.get("namespaces") or {}).items()
+            }
+        ),
     )

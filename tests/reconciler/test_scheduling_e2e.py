@@ -527,3 +527,32 @@ def test_a_higher_priority_queue_is_served_first(
     assert rounds == [{"high": SLOTS}, {"high": SLOTS // 2, "low": SLOTS // 2}]
     waiting = [d for d in rec.last_result.decisions if d.action == "Pending"]
     assert len(waiting) == SLOTS // 2 and {d.queue for d in waiting} == {LOW}, waiting
+
+
+def test_a_namespace_may_use_a_queue_only_once_its_labels_match_the_selector(
+    tmp_path, custom, karmada, reconciler_over, api_client
+):
+    # catches: a namespace labelling its jobs into any queue (issue 29), Namespaces not
+    # watched (a relabelled namespace stays refused), or the refusal not a Reject
+    # (the queue names are policies/' own, which the webhook of this harness checks jobs by)
+    policies = write_policies(
+        tmp_path / "policies",
+        {HIGH: {"namespaceSelector": {"matchLabels": {"tenant": "ml"}}}, LOW: {}},
+    )
+    core = kubernetes.client.CoreV1Api(api_client)
+    core.patch_namespace(NS, {"metadata": {"labels": {"tenant": "other"}}})
+    gpu_job(custom, "prod-01", HIGH, gpus=4)
+    gpu_job(custom, "research-01", LOW, gpus=4)
+    queued(karmada)
+    rec = reconciler_over(policies)
+
+    step(karmada, rec, custom)
+    decided = {d.workload.rpartition("/")[2]: d for d in rec.last_result.decisions}
+    refused = decided["prod-01"]
+    assert (refused.action, refused.reason) == ("Reject", "QueueNotAllowed"), refused
+    assert f"namespace {NS} may not use queue {HIGH}" in refused.message
+    assert decided["research-01"].reason == "Admitted"
+
+    core.patch_namespace(NS, {"metadata": {"labels": {"tenant": "ml"}}})
+    summary = step(karmada, rec, custom)
+    assert admitted_by_queue(summary) == {"prod": 1}, summary.applied_to
