@@ -261,3 +261,16 @@ def test_the_example_fleet_loads_without_issues() -> None:
         "gpu-east"
     ]
     assert snap.default_priority_class().name == "standard"
+
+
+def test_namespaces_give_their_labels_to_the_queues_selectors() -> None:
+    """A Namespace's labels, with the name label the API server sets; a namespace the
+    snapshot lacks has that label alone; a malformed one is an issue, the rest still load."""
+    ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml", "labels": {"t": "a"}}}
+    bad = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x", "labels": ["t"]}}
+    snap = snapshot_of(*small_fleet(), ns, bad)
+    assert dict(snap.namespace_labels("ml")) == {"t": "a", "kubernetes.io/metadata.name": "ml"}
+    assert dict(snap.namespace_labels("gone")) == {"kubernetes.io/metadata.name": "gone"}
+    assert "x" not in snap.namespaces
+    assert [(i.object, i.path) for i in snap.errors] == [("Namespace/x", "metadata.labels")]
+    assert [c.name for c in snap.clusters] == ["gpu-east", "gpu-west"]
