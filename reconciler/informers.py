@@ -9,10 +9,25 @@ from typing import Any
 
 from kubernetes.client import ApiClient
 
+from engine.fleet.model import NAME_LABEL
+from engine.fleet.namespaces import read_namespace
+from engine.workloads.model import DemandError
 from reconciler.informer import Informer, Listener
 from reconciler.resources import Resource, default_resources
 
 SOURCE_PREFIX = "watch:"
+
+
+def namespace_labels(namespaces: Informer, name: str) -> Mapping[str, str] | None:
+    """A Namespace's labels from the watch of Namespaces (``kubernetes.io/metadata.name``
+    included); None while it has not seen ``name``."""
+    found = namespaces.get("", name)
+    if found is None:
+        return None
+    try:
+        return read_namespace(found).labels
+    except DemandError:  # labels the API server would not have stored: the name alone
+        return {NAME_LABEL: name}
 
 
 def source_of(resource: Resource) -> str:

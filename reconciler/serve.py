@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import logging
 import os
 import signal
@@ -47,8 +48,10 @@ from engine.policy.reload import PolicyHolder, PolicyWatcher
 from reconciler.cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from reconciler.estimator import EstimatorClient
 from reconciler.estimatorargs import EstimatorSettingsError, settings_of
+from reconciler.informers import namespace_labels
 from reconciler.leader import LeaderElector, LeaseConfig
 from reconciler.loop import Reconciler
+from reconciler.resources import NAMESPACES
 from reconciler.writers import DEFAULT_WRITE_WORKERS
 
 log = logging.getLogger("fleetgate.reconciler.serve")
@@ -198,7 +201,9 @@ def _serve_webhook(
 
     if cert is None or key is None:
         raise ServeError("--webhook-port needs --tls-cert and --tls-key")
-    server = WebhookServer(create_app(serving.holder), host, port, tls=(cert, key))
+    watched = serving.reconciler.informers[NAMESPACES.key]  # labels for namespaceSelector
+    app = create_app(serving.holder, namespaces=functools.partial(namespace_labels, watched))
+    server = WebhookServer(app, host, port, tls=(cert, key))
     server.start()
     serving.servers.append(server)
     bound_host, bound_port = server.address

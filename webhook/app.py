@@ -45,11 +45,15 @@ def create_app(
     fleet: Fleet | None = None,
     clock: Clock | None = None,
     metrics: Metrics | None = None,
+    namespaces: validate.Namespaces | None = None,
 ) -> Flask:
     """The webhook app over the live policy set in ``holder``.
 
     ``fleet``: cluster capacities and PriorityClass values for the built-in fit check (none: the
-    check is skipped). ``clock``: the time of each request (tests inject one).
+    check is skipped). ``clock``: the time of each request (tests inject one). ``namespaces``:
+    a namespace's labels (None when not known), for the queues' ``namespaceSelector``: a job
+    its namespace may not put in its queue is denied (no lookup, or unknown labels: not
+    checked here; the cycle rejects it with ``QueueNotAllowed``).
     """
     app = Flask("fleetgate.webhook")
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY
@@ -86,7 +90,10 @@ def create_app(
 
     @app.post(validate.ENDPOINT)
     def validate_workloads() -> Response:
-        return admit(validate.ENDPOINT, lambda r, p, t: validate.validate_workload(r, p, fleet, t))
+        return admit(
+            validate.ENDPOINT,
+            lambda r, p, t: validate.validate_workload(r, p, fleet, t, namespaces),
+        )
 
     @app.get("/healthz")
     @app.get("/readyz")

@@ -28,12 +28,12 @@ to CEL values once (``cel.converting_once``).
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from engine.mapping import job_values, map_job
-from engine.policy import cel
+from engine.policy import cel, queueaccess
 from engine.policy.model import AdmissionPolicy, AdmitOn, Enforcement, FailurePolicy
 from engine.policy.policyset import PolicySet
 from engine.workloads.model import DemandError, Workload
@@ -64,8 +64,16 @@ class _Findings:
         self.events.append(("warned", policy))
 
 
+# a namespace's labels, or None when they are not known (no check then: the cycle decides)
+Namespaces = Callable[[str], Mapping[str, str] | None]
+
+
 def validate_workload(
-    request: AdmissionRequest, policies: PolicySet, fleet: Fleet | None, now: dt.datetime
+    request: AdmissionRequest,
+    policies: PolicySet,
+    fleet: Fleet | None,
+    now: dt.datetime,
+    namespaces: Namespaces | None = None,
 ) -> Verdict:
     template = request.object
     if request.operation not in ("CREATE", "UPDATE") or template is None:
@@ -99,7 +107,7 @@ def validate_workload(
     if workload is None:
         raise ReviewError(f"{request.kind} has no demand reader")  # known_kinds() said it had
     with cel.converting_once():  # the template becomes CEL values once, not once per expression
-        return _judge(template, workload, policies, fleet, now)
+        return _judge(template, workload, policies, fleet, now, namespaces)
 
 
 def _judge(
@@ -108,6 +116,7 @@ def _judge(
     policies: PolicySet,
     fleet: Fleet | None,
     now: dt.datetime,
+    namespaces: Namespaces | None = None,
 ) -> Verdict:
     found = _Findings()
     priority = fleet.priority_value(workload.priority_class_name) if fleet else 0
@@ -118,6 +127,12 @@ def _judge(
         found.warn("schedulingpolicy", f"cannot map the job to a queue: {mapped.error}")
     else:
         _check_queue(policies, mapped.queue or "", found)
+        labels = namespaces(workload.namespace) if namespaces is not None else None
+        refused = None
+        if labels is not None and policies.queue(mapped.queue or "") is not None:
+            refused = queueaccess.refusal(policies, mapped.queue or "", workload.namespace, labels)
+        if refused is not None:
+            found.deny(BUILTIN_QUEUE, "Forbidden", refused)
     job = job_values(
         workload,
         template,

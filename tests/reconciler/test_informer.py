@@ -9,12 +9,12 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import pytest
-from kubernetes.client import ApiClient, CustomObjectsApi
+from kubernetes.client import ApiClient, CoreV1Api, CustomObjectsApi
 
 from engine.fleet.snapshot import build_snapshot
 from reconciler.informer import Informer, Key
-from reconciler.informers import Informers, source_of
-from reconciler.resources import RESOURCE_BINDINGS, Resource, default_resources
+from reconciler.informers import Informers, namespace_labels, source_of
+from reconciler.resources import NAMESPACES, RESOURCE_BINDINGS, Resource, default_resources
 from sandbox.faults import Faults
 from sandbox.server import Sandbox
 from tests.sandbox.builders import binding, cluster, pytorchjob
@@ -267,3 +267,18 @@ def test_snapshot_from_the_caches_equals_one_from_a_direct_list(sandbox, api_cli
     assert from_caches == expected
     assert [c.name for c in from_caches.clusters] == ["east"]
     assert len(from_caches.bindings) == 1 and len(from_caches.workloads) == 1
+
+
+def test_namespace_labels_come_from_the_watch_of_namespaces(sandbox, api_client, started):
+    """What the webhook under ``serve`` matches a queue's namespaceSelector on: the watched
+    Namespace's labels (with the name label), None for a namespace not seen yet."""
+    core = CoreV1Api(api_client)
+    core.create_namespace({"metadata": {"name": "ml", "labels": {"tenant": "llm"}}})
+    informer = started(NAMESPACES)
+    assert informer.synced.wait(PATIENCE_S)
+    name_label = {"kubernetes.io/metadata.name": "ml"}
+    assert namespace_labels(informer, "ml") == {"tenant": "llm", **name_label}
+    assert namespace_labels(informer, "nowhere") is None
+    core.patch_namespace("ml", {"metadata": {"labels": {"tenant": "vision"}}})
+    relabelled = {"tenant": "vision", **name_label}
+    wait_for(lambda: namespace_labels(informer, "ml") == relabelled, "the new labels")

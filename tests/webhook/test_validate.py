@@ -12,6 +12,7 @@ import copy
 import re
 
 import pytest
+import yaml
 
 from tests.conftest import policy_doc
 from tests.webhook.helpers import example, review
@@ -345,3 +346,32 @@ def test_a_create_with_neither_name_nor_generate_name_is_unreadable(client):
     assert response["allowed"] is False
     assert response["status"]["code"] == 422
     assert "metadata.name: required (or metadata.generateName)" in response["status"]["message"]
+
+
+def test_a_namespace_its_queue_does_not_admit_is_denied_with_the_cycles_words(
+    make_app, holder, policy_dir
+):
+    """research-training admits only namespaces labelled tenant=llm. llama-pretrain, of
+    namespace research, is denied while research's labels (from the lookup: the reconciler's
+    watch of Namespaces under ``serve``) do not match, in the words of the cycle's
+    QueueNotAllowed; allowed once they do; and not checked while they are not known."""
+    queues = policy_dir / "queues.yaml"
+    docs = list(yaml.safe_load_all(queues.read_text()))
+    for doc in docs:
+        if doc["metadata"]["name"] == "research-training":
+            doc["spec"]["namespaceSelector"] = {"matchLabels": {"tenant": "llm"}}
+    queues.write_text(yaml.safe_dump_all(docs))
+    assert holder.reload(), holder.status.errors
+    known: dict[str, dict[str, str]] = {"research": {"tenant": "vision"}}
+    client = make_app(namespaces=known.get).test_client()
+
+    response, _ = validate(client, pytorchjob())
+    assert not response["allowed"]
+    assert response["status"]["message"].endswith(
+        "builtin:queue: namespace research may not use queue research-training: its labels do "
+        "not match its spec.namespaceSelector"
+    ), response["status"]["message"]
+    known["research"] = {"tenant": "llm"}
+    assert validate(client, pytorchjob())[0]["allowed"]
+    known.clear()  # not seen yet: the cycle decides
+    assert validate(client, pytorchjob())[0]["allowed"]
