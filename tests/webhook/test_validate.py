@@ -362,7 +362,8 @@ def test_a_namespace_its_queue_does_not_admit_is_denied_with_the_cycles_words(
             doc["spec"]["namespaceSelector"] = {"matchLabels": {"tenant": "llm"}}
     queues.write_text(yaml.safe_dump_all(docs))
     assert holder.reload(), holder.status.errors
-    known: dict[str, dict[str, str]] = {"research": {"tenant": "vision"}}
+    name = {"kubernetes.io/metadata.name": "research"}  # as the API server labels it
+    known: dict[str, dict[str, str]] = {"research": {"tenant": "vision", **name}}
     client = make_app(namespaces=known.get).test_client()
 
     response, _ = validate(client, pytorchjob())
@@ -371,7 +372,7 @@ def test_a_namespace_its_queue_does_not_admit_is_denied_with_the_cycles_words(
         "builtin:queue: namespace research may not use queue research-training: its labels do "
         "not match its spec.namespaceSelector"
     ), response["status"]["message"]
-    known["research"] = {"tenant": "llm"}
+    known["research"] = {"tenant": "llm", **name}
     assert validate(client, pytorchjob())[0]["allowed"]
     known.clear()  # not seen yet: the cycle decides
     assert validate(client, pytorchjob())[0]["allowed"]
