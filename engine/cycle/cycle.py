@@ -121,11 +121,12 @@ class Cycle:
         self.holds: list[reservations.Hold] = []  # room held for long waiters (step 3d)
         self.held_fits: dict[tuple, bool] = {}  # ``reservations.blocking``'s answers
         self.refusals: dict[tuple[str, str], str | None] = {}  # (queue, namespace) → refusal
+        self.cross = policies.scheduling.dependencies.cross_namespace  # references elsewhere
 
     def run(self) -> CycleResult:
         # 3. screening, and dependencies: a job not yet eligible takes no turn
         by_leaf: dict[str, list[PendingJob]] = defaultdict(list)
-        verdicts = dependencies.check(self.pending, dependencies.Fleet(self.snapshot))
+        verdicts = dependencies.check(self.pending, dependencies.Fleet(self.snapshot), self.cross)
         eligible = []
         for job in self.pending:
             problem = self._screen(job)
@@ -254,7 +255,9 @@ class Cycle:
         if not job.depends:
             return True
         if verdicts is None:
-            verdicts = dependencies.check(self.pending, dependencies.Fleet(self.snapshot))
+            verdicts = dependencies.check(
+                self.pending, dependencies.Fleet(self.snapshot), self.cross
+            )
         verdict = verdicts[job.ref]
         if verdict.reason is not None:
             self.decisions.append(explain.for_job(job, verdict.reason, verdict.message))

@@ -15,7 +15,10 @@ or Failed (every cluster it was placed on reports a terminal state; one failure 
 Failed), as ``engine.fleet.bindings.job_outcome`` reads each kind. A job the reconciler gave up
 (``fleetgate.io/gave-up``, after ``maxAttempts`` failures) is Failed. A predecessor that is not in
 the snapshot (never created, or deleted after it ended, by a TTL controller say) is not found:
-the job waits with ``DependencyNotFound`` until it appears or the reference is removed.
+the job waits with ``DependencyNotFound`` until it appears or the reference is removed. A
+reference to another namespace's job is ``InvalidDependency`` unless the SchedulingPolicy says
+``spec.dependencies.crossNamespace: Allow``: following it would tell one tenant whether another
+tenant's job exists, its state and its cluster.
 
 Only jobs that declare dependencies are looked at (``PendingJob.depends``); the rest pay one
 attribute read. A job whose dependencies are unmet gets its decision here and takes no turn in
@@ -39,6 +42,7 @@ from engine.workloads.names import group_of, qualified_name
 
 CONDITIONS = ("succeeded", "finished", "failed")
 PENDING, RUNNING = "Pending", "Running"
+MAX_SAID = 253  # characters of a tenant's reference echoed in a message (a name's longest)
 _NEVER = {"succeeded": FAILED, "failed": SUCCEEDED}  # condition → the state that rules it out
 _MET = {
     "succeeded": frozenset({SUCCEEDED}),
@@ -145,12 +149,16 @@ def state(job: _Job) -> str:
     return FAILED if placed & b.failed else SUCCEEDED
 
 
-def check(jobs: Iterable[PendingJob], fleet: Fleet) -> dict[str, Verdict]:
-    """A verdict for each job (by binding ref) that declares dependencies."""
+def check(
+    jobs: Iterable[PendingJob], fleet: Fleet, cross_namespace: bool = False
+) -> dict[str, Verdict]:
+    """A verdict for each job (by binding ref) that declares dependencies; a reference to
+    another namespace's job is invalid unless ``cross_namespace`` (``spec.dependencies.
+    crossNamespace: Allow``)."""
     wanted: dict[str, tuple[PendingJob, list[Ref], Ref | None, list[str]]] = {}
     for job in jobs:
         if job.depends:
-            wanted[job.ref] = (job, *_references(job))
+            wanted[job.ref] = (job, *_references(job, cross_namespace))
     if not wanted:
         return {}
     edges: dict[str, list[str]] = {}
@@ -175,7 +183,9 @@ def check(jobs: Iterable[PendingJob], fleet: Fleet) -> dict[str, Verdict]:
     return verdicts
 
 
-def _references(job: PendingJob) -> tuple[list[Ref], Ref | None, list[str]]:
+def _references(
+    job: PendingJob, cross_namespace: bool = False
+) -> tuple[list[Ref], Ref | None, list[str]]:
     annotations: Mapping[str, str] = job.workload.annotations if job.workload else {}
     namespace = job.binding.resource.namespace
     texts = [t for t in annotations.get(ann.AFTER, "").split(",") if t.strip()]
@@ -184,16 +194,29 @@ def _references(job: PendingJob) -> tuple[list[Ref], Ref | None, list[str]]:
     errors: list[str] = []
     for text in texts:
         found = parse(text, namespace)
+        if isinstance(found, Ref) and not cross_namespace and found.namespace != namespace:
+            found = _elsewhere(text, found)
         (after if isinstance(found, Ref) else errors).append(found)  # type: ignore[arg-type]
     same_text = annotations.get(ann.SAME_CLUSTER_AS) or job.mapped.same_cluster_as
     same: Ref | None = None
     if same_text.strip():
         found = parse(same_text, namespace, condition=False)
+        if isinstance(found, Ref) and not cross_namespace and found.namespace != namespace:
+            found = _elsewhere(same_text, found)
         if isinstance(found, Ref):
             same = Ref("placed", found.kind, found.namespace, found.name)
         else:
             errors.append(f"same-cluster-as {found}")
     return after, same, errors
+
+
+def _elsewhere(text: str, ref: Ref) -> str:
+    """Why a reference to another namespace's job is not followed: it would tell this job's
+    owner whether that job exists, its state and its cluster."""
+    return (
+        f"{text.strip()[:MAX_SAID]!r}: a job of namespace {ref.namespace[:MAX_SAID]}, not this "
+        "job's (spec.dependencies.crossNamespace: Deny)"
+    )
 
 
 def _verdict(

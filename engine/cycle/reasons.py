@@ -49,7 +49,8 @@ class Reason(StrEnum):
     the ``spec.namespaceSelector`` of the queue or of an ancestor."""
     INVALID_DEPENDENCY = "InvalidDependency"
     """``fleetgate.io/after``/``same-cluster-as`` (or the policy's ``dependencies``) cannot be
-    read: an unknown condition, an empty or malformed reference."""
+    read: an unknown condition, an empty or malformed reference; or it names a job of another
+    namespace, which ``spec.dependencies.crossNamespace`` does not allow."""
     DEPENDENCY_CYCLE = "DependencyCycle"
     """The job is on a cycle of dependencies among waiting jobs: none of them can ever start."""
     DEPENDENCY_FAILED = "DependencyFailed"

@@ -196,6 +196,7 @@ class Builder:
             dependencies=Dependencies(
                 exprs.get(("spec", "dependencies", "after")),
                 exprs.get(("spec", "dependencies", "sameClusterAs")),
+                (spec.get("dependencies") or {}).get("crossNamespace") == "Allow",
             ),
             groups=Groups(
                 exprs.get(("spec", "groups", "name")),

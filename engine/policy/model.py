@@ -185,6 +185,7 @@ class Dependencies:
 
     after: Expression | None = None  # list(string) of references
     same_cluster_as: Expression | None = None  # string: a reference, "" for none
+    cross_namespace: bool = False  # crossNamespace: Allow (default Deny)
 
 
 @dataclass(frozen=True, slots=True)

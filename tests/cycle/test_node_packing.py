@@ -1,5 +1,11 @@
-"""BinPack packs nodes (issue 28, item 3): a pod goes to the cluster whose fullest node with
-room for it is left fullest, so whole nodes stay free for whole-node pods and gangs.
+"""BinPack packs nodes (issue 28, item 3): where some cluster has a node in use that the pod
+fills exactly, the pod goes to such a node, however much fuller another cluster is in totals,
+so whole nodes stay free for whole-node pods and gangs. Beyond an exact fill the strategy
+weighs how snugly the pod fits against how full the cluster is left, nine tenths to one tenth
+(``scoring.strategy_term``), so a pod may break an empty node of a much fuller cluster rather
+than join a nearly empty node elsewhere: on the production-like trace that blend measured
+better than snugness alone (≥8-GPU wait p95 5.7 h against 8.1 h at 120 s, 6.1 h against
+13.1 h at 10 s), since gangs need their whole nodes in one cluster.
 
 The oracle reads each cluster's nodes from its resource models (builders.py gives every node
 shape a grade of its own, so the grades are the nodes' exact free amounts), not from the
@@ -66,9 +72,9 @@ def fleets(draw: st.DrawFn) -> dict[str, Any]:
     return {"clusters": clusters, "jobs": jobs, "size": size}
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(scenario=fleets())
-def test_a_pod_goes_where_the_fullest_node_with_room_is_left_fullest(
+def test_a_pod_that_can_fill_a_node_in_use_exactly_does_so(
     scenario: Mapping[str, Any], tmp_path_factory: Any
 ) -> None:
     folder: Path = tmp_path_factory.mktemp("policies")
@@ -85,4 +91,5 @@ def test_a_pod_goes_where_the_fullest_node_with_room_is_left_fullest(
         return
     assert decision.reason == Reason.ADMITTED, decision.message
     (chosen,) = [c.name for c in decision.clusters]
-    assert left[chosen] == min(fitting.values()), (left, chosen)
+    if min(fitting.values()) == 0:  # some node in use has exactly the pod's room
+        assert left[chosen] == 0, (left, chosen)
