@@ -17,6 +17,10 @@ UPDATE whose demand grew vs oldObject       and a new queued-at (the job waits f
 admitted, waiting for re-admission, and     suspend again
 someone cleared the suspension
 admitted otherwise                          none
+created (CREATE) already carrying           the admission is the creator's claim, not
+``fleetgate.io/admitted-at``                fleetgate's (fleetgate admits bindings that
+                                            exist): its admission annotations are removed,
+                                            then it is held, or adopted if placed
 ==========================================  ================================================
 
 A ``scope`` expression that fails at run time counts as in scope: holding a binding that should
@@ -26,6 +30,7 @@ not.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import functools
 import logging
@@ -63,7 +68,9 @@ def mutate_binding(request: AdmissionRequest, policies: PolicySet, now: dt.datet
         return Verdict(True, "allowed", audit={"decision": "out-of-scope"})
 
     version = policies.version
-    if facts.annotation(ann.ADMITTED_AT) is not None:
+    if request.operation == "CREATE" and facts.annotation(ann.ADMITTED_AT) is not None:
+        patch, decision = _claimed(facts, version, now)
+    elif facts.annotation(ann.ADMITTED_AT) is not None:
         patch, decision = _admitted(request, facts, version, now)
     elif facts.clusters and facts.annotation(ann.READMIT) is None:
         patch, decision = _adopt(facts, version, now)
@@ -94,6 +101,37 @@ def _hold(facts: rb.BindingFacts, version: str, now: dt.datetime) -> tuple[rb.Pa
     patch += rb.set_entries(facts.labels, "labels", {ann.MANAGED: "true"})
     patch += rb.set_entries(facts.annotations, "annotations", notes)
     return patch, "held"
+
+
+# What fleetgate writes when it admits a binding (reconciler.plan), always to a binding that
+# exists; on a CREATE they are whatever the creator wrote.
+ADMISSION_NOTES = (
+    ann.ADMITTED_AT,
+    ann.ADMITTED_TO,
+    ann.READMIT,
+    ann.RUNNING_SINCE,
+    ann.ADMITTED_GROUP,
+    ann.ADMITTED_GROUP_MIN,
+    ann.GROUP_PLAN,
+)
+
+
+def _claimed(facts: rb.BindingFacts, version: str, now: dt.datetime) -> tuple[rb.Patch, str]:
+    """A binding created already "admitted": fleetgate never creates bindings, so the claim is
+    dropped, and the binding is decided as one created without it: held in its queue, or, if
+    it is created placed (a restore), adopted where it runs, as of now."""
+    patch: rb.Patch = [
+        {"op": "remove", "path": f"/metadata/annotations/{rb.escape(key)}"}
+        for key in ADMISSION_NOTES
+        if facts.annotation(key) is not None
+    ]
+    notes = {k: v for k, v in (facts.annotations or {}).items() if k not in ADMISSION_NOTES}
+    unclaimed = dataclasses.replace(facts, annotations=notes)
+    decide = _adopt if facts.clusters else _hold
+    rest, decision = decide(unclaimed, version, now)
+    log.warning("%s/%s was created claiming an admission: %s", facts.namespace, facts.name,
+                decision)  # fmt: skip
+    return patch + rest, f"claimed-admission-removed, {decision}"
 
 
 def _adopt(facts: rb.BindingFacts, version: str, now: dt.datetime) -> tuple[rb.Patch, str]:

@@ -399,3 +399,38 @@ def test_a_placed_binding_waiting_for_readmission_is_not_adopted(client):
     patched = apply_patch(binding, patch_of(answer))
     assert ann.ADMITTED_AT not in patched["metadata"]["annotations"]
     assert patched["spec"]["suspension"]["scheduling"] is True
+
+
+@pytest.mark.parametrize("placed", [False, True], ids=["unplaced", "with-clusters"])
+def test_a_binding_created_claiming_an_admission_is_held(client, holder, karmada_crds, placed):
+    """Issue 29, finding 7: a ResourceBinding created with fleetgate.io/admitted-at was let
+    through unsuspended. fleetgate only ever admits a binding that exists, so on CREATE the
+    claim is removed and the binding is decided as if created without it: held in its queue;
+    created placed (a restore, say), adopted where it runs as of now, suspended."""
+    binding = created_binding()
+    binding["metadata"]["annotations"].update(
+        {ann.ADMITTED_AT: "2025-03-01T08:00:00Z", ann.ADMITTED_TO: "gpu-east",
+         ann.RUNNING_SINCE: "2025-03-01T08:01:00Z"}
+    )  # fmt: skip
+    if placed:
+        binding["spec"]["clusters"] = [{"name": "gpu-east", "replicas": 1}]
+    answer, _ = mutate(client, binding)
+    patched = apply_patch(binding, patch_of(answer))
+    notes = patched["metadata"]["annotations"]
+    assert ann.RUNNING_SINCE not in notes
+    assert patched["spec"]["suspension"] == {"scheduling": True}
+    assert patched["metadata"]["labels"][ann.MANAGED] == "true"
+    decision = answer["response"]["auditAnnotations"]["decision"]
+    jsonschema.validate(patched, crd_schema(karmada_crds, "work.karmada.io_resourcebindings.yaml"))
+    if placed:  # adopted as of now, not as of the claim
+        assert (notes[ann.ADMITTED_AT], notes[ann.ADMITTED_TO]) == (NOW_TEXT, "gpu-east")
+        assert patched["spec"]["clusters"] == [{"name": "gpu-east", "replicas": 1}]
+        assert decision == "claimed-admission-removed, adopted"
+        return
+    assert not {ann.ADMITTED_AT, ann.ADMITTED_TO} & set(notes)
+    assert {k: notes[k] for k in held_annotations("")} == held_annotations(holder.current.version)
+    assert decision == "claimed-admission-removed, held"
+    # fleetgate's own admission later (an UPDATE) is honoured as before
+    admitted = copy.deepcopy(patched)
+    admitted["metadata"]["annotations"][ann.ADMITTED_AT] = NOW_TEXT
+    assert patch_of(mutate(client, admitted, operation="UPDATE", old=patched)[0]) == []
