@@ -126,13 +126,8 @@ def _judge(
     if mapped.error:
         found.warn("schedulingpolicy", f"cannot map the job to a queue: {mapped.error}")
     else:
-        _check_queue(policies, mapped.queue or "", found)
         labels = namespaces(workload.namespace) if namespaces is not None else None
-        refused = None
-        if labels is not None and policies.queue(mapped.queue or "") is not None:
-            refused = queueaccess.refusal(policies, mapped.queue or "", workload.namespace, labels)
-        if refused is not None:
-            found.deny(BUILTIN_QUEUE, "Forbidden", refused)
+        _check_queue(policies, mapped.queue or "", found, workload.namespace, labels)
     job = job_values(
         workload,
         template,
@@ -175,7 +170,15 @@ def _judge(
     )
 
 
-def _check_queue(policies: PolicySet, queue: str, found: _Findings) -> None:
+def _check_queue(
+    policies: PolicySet,
+    queue: str,
+    found: _Findings,
+    namespace: str = "",
+    labels: Mapping[str, str] | None = None,
+) -> None:
+    """The queue exists, is a leaf, and (with the namespace's ``labels``) the namespace may
+    use it, in the words of the cycle's ``QueueNotAllowed``."""
     if not policies.queues:
         return  # a policy set without queues (admission policies only) cannot check this
     if policies.queue(queue) is None:
@@ -194,6 +197,10 @@ def _check_queue(policies: PolicySet, queue: str, found: _Findings) -> None:
             f"queue {queue!r} is a parent queue (children: {', '.join(children)}); "
             "jobs wait in leaf queues",
         )
+        return
+    refused = queueaccess.refusal(policies, queue, namespace, labels) if labels else None
+    if refused is not None:
+        found.deny(BUILTIN_QUEUE, "Forbidden", refused)
 
 
 def _children(policies: PolicySet, name: str) -> list[str]:

@@ -193,16 +193,13 @@ def _references(
     after: list[Ref] = []
     errors: list[str] = []
     for text in texts:
-        found = parse(text, namespace)
-        if isinstance(found, Ref) and not cross_namespace and found.namespace != namespace:
-            found = _elsewhere(text, found)
+        found = _allowed(text, parse(text, namespace), namespace, cross_namespace)
         (after if isinstance(found, Ref) else errors).append(found)  # type: ignore[arg-type]
     same_text = annotations.get(ann.SAME_CLUSTER_AS) or job.mapped.same_cluster_as
     same: Ref | None = None
     if same_text.strip():
         found = parse(same_text, namespace, condition=False)
-        if isinstance(found, Ref) and not cross_namespace and found.namespace != namespace:
-            found = _elsewhere(same_text, found)
+        found = _allowed(same_text, found, namespace, cross_namespace)
         if isinstance(found, Ref):
             same = Ref("placed", found.kind, found.namespace, found.name)
         else:
@@ -210,12 +207,15 @@ def _references(
     return after, same, errors
 
 
-def _elsewhere(text: str, ref: Ref) -> str:
-    """Why a reference to another namespace's job is not followed: it would tell this job's
-    owner whether that job exists, its state and its cluster."""
+def _allowed(text: str, found: Ref | str, namespace: str, cross_namespace: bool) -> Ref | str:
+    """``found`` (a reference read from ``text``, or why it could not be), unless it names
+    another namespace's job and ``cross_namespace`` is off: then why it is not followed (it
+    would tell this job's owner whether that job exists, its state and its cluster)."""
+    if not isinstance(found, Ref) or cross_namespace or found.namespace == namespace:
+        return found
     return (
-        f"{text.strip()[:MAX_SAID]!r}: a job of namespace {ref.namespace[:MAX_SAID]}, not this "
-        "job's (spec.dependencies.crossNamespace: Deny)"
+        f"{text.strip()[:MAX_SAID]!r}: a job of namespace {found.namespace[:MAX_SAID]}, not "
+        "this job's (spec.dependencies.crossNamespace: Deny)"
     )
 
 

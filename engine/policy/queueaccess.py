@@ -5,8 +5,9 @@ words."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
+from engine.policy.model import Queue
 from engine.policy.policyset import PolicySet
 
 
@@ -16,21 +17,14 @@ def refusal(
     """Why a job of ``namespace`` (its Namespace's ``labels``) may not use ``queue``, or None
     when it may: every selector on the queue and its ancestors matches (no selector: any
     namespace). An unknown queue is not this check's business (``QueueNotFound``)."""
-    seen: set[str] = set()
-    name: str | None = queue
-    while name is not None and name not in seen:
-        seen.add(name)
-        found = policies.queue(name)
-        if found is None:
-            return None
-        selector = found.namespace_selector
+    for node in _lineage(policies, queue):
+        selector = node.namespace_selector
         if selector is not None and not selector.matches(labels):
-            whose = "its" if name == queue else f"its ancestor {name}'s"
+            whose = "its" if node.name == queue else f"its ancestor {node.name}'s"
             return (
                 f"namespace {namespace} may not use queue {queue}: its labels do not match "
                 f"{whose} spec.namespaceSelector"
             )
-        name = found.parent
     return None
 
 
@@ -38,18 +32,22 @@ def open_leaves(policies: PolicySet) -> list[str]:
     """The leaf queues no selector guards, on themselves or an ancestor: open to every
     namespace."""
     parents = {q.parent for q in policies.queues if q.parent}
-    found = []
-    for q in policies.queues:
-        if q.name in parents:
-            continue
-        chain, name, guarded = set(), q.name, False
-        while name is not None and name not in chain:
-            chain.add(name)
-            node = policies.queue(name)
-            if node is None:
-                break
-            guarded = guarded or node.namespace_selector is not None
-            name = node.parent
-        if not guarded:
-            found.append(q.name)
-    return sorted(found)
+    return sorted(
+        q.name
+        for q in policies.queues
+        if q.name not in parents
+        and all(n.namespace_selector is None for n in _lineage(policies, q.name))
+    )
+
+
+def _lineage(policies: PolicySet, name: str | None) -> Iterator[Queue]:
+    """The queue named ``name`` and its ancestors, nearest first (to the first unknown one;
+    a loop, which the checks across documents refuse, ends it too)."""
+    seen: set[str] = set()
+    while name is not None and name not in seen:
+        seen.add(name)
+        node = policies.queue(name)
+        if node is None:
+            return
+        yield node
+        name = node.parent
