@@ -55,11 +55,13 @@ NOMINATED_CLUSTER = "fleetgate.io/nominated-cluster"
 """The cluster a preempting job waits for while its victims terminate."""
 
 PENDING = "fleetgate.io/pending"
-"""``Reason: message`` of the last Pending decision."""
+"""``Reason: message`` of the last Pending or Reject decision, the message without live numbers,
+positions or the head of a StrictFIFO queue (``engine.cycle.explain.pending_note``): it changes
+only when why the job waits changes. The live message and the place are the API's."""
 
 QUEUE_POSITION = "fleetgate.io/queue-position"
-"""The 1-based place of a pending binding among its queue's pending jobs at the last decision
-written; absent when the decision gave none (a rejected job)."""
+"""No longer written (it rewrote every waiting binding of a queue that moved): the place of a
+waiting job is the API's (``/api/v1/jobs``). The reconciler removes one an older version left."""
 
 ADMITTED_GROUP = "fleetgate.io/admitted-group"
 """The co-admission group (``HyperJob/ns/name`` or ``group/ns/name``) the binding was admitted

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from engine import annotations as ann
+from engine import untrusted
 from reconciler.plan import EventSpec
 
 COMPONENT = "fleetgate"
@@ -37,7 +38,7 @@ def event_body(
         "metadata": {"name": f"{meta.get('name', 'binding')}.{suffix}", "namespace": namespace},
         "involvedObject": involved,
         "reason": spec.reason,
-        "message": spec.message[:EVENT_MESSAGE_LIMIT],
+        "message": untrusted.echo(spec.message, EVENT_MESSAGE_LIMIT - 40),
         "type": spec.type,
         "source": {"component": COMPONENT},
         "reportingComponent": COMPONENT,

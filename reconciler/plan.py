@@ -16,6 +16,8 @@ from enum import StrEnum
 from typing import Any
 
 from engine import annotations as ann
+from engine import untrusted
+from engine.cycle.explain import pending_note
 from engine.cycle.model import Decision
 from engine.cycle.reasons import Action, Reason
 from engine.errors import FleetgateError
@@ -189,11 +191,14 @@ def _preempt(
 
 
 def _pending(decision: Decision, binding: Mapping[str, Any], policy_version: str) -> Plan:
-    """The reason, message and queue position, written only when they differ from what the
-    binding carries (the policy version rides along with a write, never causes one)."""
+    """The reason and a message without live numbers or positions (``explain.pending_note``),
+    written only when they differ from what the binding carries: a waiting job's binding is
+    not rewritten because its queue moved or the fleet's usage changed (the policy version
+    rides along with a write, never causes one). The live message and the position are the
+    API's (``/api/v1/jobs``); a ``queue-position`` left by an older fleetgate is removed."""
     wanted: dict[str, str | None] = {
-        ann.PENDING: f"{decision.reason}: {decision.message}",
-        ann.QUEUE_POSITION: str(decision.position) if decision.position is not None else None,
+        ann.PENDING: pending_note(decision),
+        ann.QUEUE_POSITION: None,
     }
     if decision.reason == Reason.PREEMPTING and decision.clusters:
         wanted[ann.NOMINATED_CLUSTER] = decision.clusters[0].name
@@ -347,7 +352,7 @@ def status_patch(
         "type": SCHEDULED,
         "status": update.status,
         "reason": update.reason,
-        "message": update.message[:CONDITION_MESSAGE_LIMIT],
+        "message": untrusted.echo(update.message, CONDITION_MESSAGE_LIMIT - 40),
         "lastTransitionTime": stamp if changed else old.get("lastTransitionTime", stamp),
         "observedGeneration": generation,
     }

@@ -32,6 +32,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine import untrusted
 from engine.mapping import job_values, map_job
 from engine.policy import cel, queueaccess
 from engine.policy.model import AdmissionPolicy, AdmitOn, Enforcement, FailurePolicy
@@ -124,7 +125,8 @@ def _judge(
         policies.scheduling, workload, template, priority_class_value=priority, now=now
     )
     if mapped.error:
-        found.warn("schedulingpolicy", f"cannot map the job to a queue: {mapped.error}")
+        said = untrusted.echo(mapped.error, 1024)
+        found.warn("schedulingpolicy", f"cannot map the job to a queue: {said}")
     else:
         labels = namespaces(workload.namespace) if namespaces is not None else None
         _check_queue(policies, mapped.queue or "", found, workload.namespace, labels)
@@ -181,6 +183,10 @@ def _check_queue(
     use it, in the words of the cycle's ``QueueNotAllowed``."""
     if not policies.queues:
         return  # a policy set without queues (admission policies only) cannot check this
+    if queue and untrusted.name_problem(queue, label=True):
+        said = untrusted.echo(queue, untrusted.LABEL_MAX)
+        found.deny(BUILTIN_QUEUE, "Forbidden", f"the queue name '{said}' is not a DNS-1123 label")
+        return
     if policies.queue(queue) is None:
         leaves = sorted(q.name for q in policies.queues if not _children(policies, q.name))
         found.deny(

@@ -305,9 +305,11 @@ class Cycle:
         if job.ref in self.placer.pins:
             pin = self.placer.pins[job.ref]
             message += "; " + dependencies.pinned_note(*pin, placed.cluster_reasons)
+        note = ""
         if held is not None:  # nor a guess where it may fit: the room is the reserved job's
-            reason, message = Reason.RESERVED_FOR, f"{message}; {reservations.held_back(held)}"
-        self._decide(job, reason, message, cluster_reasons=placed.cluster_reasons)
+            note = reservations.held_back(held)
+            reason, message = Reason.RESERVED_FOR, f"{message}; {note}"
+        self._decide(job, reason, message, cluster_reasons=placed.cluster_reasons, note=note)
         return False
 
     def _reserve(self, by_leaf: dict[str, list[PendingJob]], strict: set[str]) -> None:
@@ -338,7 +340,9 @@ class Cycle:
                 self.holds.append(held)
                 last = self.decisions[-1]
                 said = f"{reservations.said(held, self.now)}; {last.message}"
-                self.decisions[-1] = last._replace(reason=Reason.RESERVED, message=said)
+                self.decisions[-1] = last._replace(
+                    reason=Reason.RESERVED, message=said, note=reservations.held(held)
+                )
             if leaf.name in strict:
                 self.blocked[leaf.name] = job
                 self._block(by_leaf.pop(leaf.name), job)

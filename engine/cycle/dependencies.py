@@ -28,10 +28,12 @@ StrictFIFO queue.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from engine import annotations as ann
+from engine import untrusted
 from engine.cycle.jobs import PendingJob, binding_ref
 from engine.cycle.placement_memo import Candidates
 from engine.cycle.reasons import Reason
@@ -42,7 +44,7 @@ from engine.workloads.names import group_of, qualified_name
 
 CONDITIONS = ("succeeded", "finished", "failed")
 PENDING, RUNNING = "Pending", "Running"
-MAX_SAID = 253  # characters of a tenant's reference echoed in a message (a name's longest)
+_KIND = re.compile(r"[A-Z][A-Za-z0-9]{0,62}(\.[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?)?")
 _NEVER = {"succeeded": FAILED, "failed": SUCCEEDED}  # condition → the state that rules it out
 _MET = {
     "succeeded": frozenset({SUCCEEDED}),
@@ -82,22 +84,35 @@ class _Job:
 
 
 def parse(text: str, namespace: str, *, condition: bool = True) -> Ref | str:
-    """One reference, or why it cannot be read."""
+    """One reference, or why it cannot be read (its parts must be a kind, a namespace and a
+    name as Kubernetes writes them; what the tenant wrote is echoed escaped and capped)."""
     item, when = text.strip(), "succeeded"
+    said = f"'{untrusted.echo(item)}'"
     if condition and ":" in item:
         when, _, item = item.partition(":")
         when = when.strip()
         if when not in CONDITIONS:
-            return f"{text.strip()!r}: unknown condition {when!r} ({', '.join(CONDITIONS)})"
+            known = ", ".join(CONDITIONS)
+            return f"{said}: unknown condition '{untrusted.echo(when, 20)}' ({known})"
     parts = [p.strip() for p in item.split("/")]
     if not all(parts) or len(parts) > 3 or (not condition and ":" in item):
-        return f"{text.strip()!r}: not [condition:][Kind/][namespace/]name"
+        return f"{said}: not [condition:][Kind/][namespace/]name"
     if len(parts) == 3:
-        return Ref(when, parts[0], parts[1], parts[2])
-    if len(parts) == 2:
+        found = Ref(when, parts[0], parts[1], parts[2])
+    elif len(parts) == 2:
         first, name = parts
-        return Ref(when, first, namespace, name) if first[0].isupper() else Ref(when, "", *parts)
-    return Ref(when, "", namespace, parts[0])
+        found = Ref(when, first, namespace, name) if first[0].isupper() else Ref(when, "", *parts)
+    else:
+        found = Ref(when, "", namespace, parts[0])
+    if found.kind and _KIND.fullmatch(found.kind) is None:
+        return f"{said}: the kind is not a Kind or Kind.group"
+    for part, bad in (
+        ("namespace", untrusted.name_problem(found.namespace, label=True)),
+        ("name", untrusted.name_problem(found.name)),
+    ):
+        if bad is not None:
+            return f"{said}: the {part} {bad}"
+    return found
 
 
 class Fleet:
@@ -214,7 +229,7 @@ def _allowed(text: str, found: Ref | str, namespace: str, cross_namespace: bool)
     if not isinstance(found, Ref) or cross_namespace or found.namespace == namespace:
         return found
     return (
-        f"{text.strip()[:MAX_SAID]!r}: a job of namespace {found.namespace[:MAX_SAID]}, not "
+        f"'{untrusted.echo(text.strip())}': a job of namespace {found.namespace}, not "
         "this job's (spec.dependencies.crossNamespace: Deny)"
     )
 

@@ -7,6 +7,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from engine import annotations as ann
+from engine import untrusted
 from engine.cycle.jobs import (
     EPOCH,
     AdmittedJob,
@@ -43,6 +44,7 @@ def for_job(
     cluster_reasons: Iterable[tuple[str, str]] = (),
     victims: Sequence[AdmittedJob] = (),
     position: int | None = None,
+    note: str = "",
 ) -> Decision:
     mapped = job.mapped
     clusters = (
@@ -63,6 +65,7 @@ def for_job(
         position,
         tuple(cluster_reasons),
         tuple(v.ref for v in victims) if victims else (),
+        note=note,
     )
 
 
@@ -102,6 +105,35 @@ def for_backoff(item: Backoff) -> Decision:
         message=f"requeued after attempt {attempts}; not considered before "
         f"{ann.format_time(item.until)}",
     )
+
+
+NOTE_LIMIT = 1024
+"""The longest ``fleetgate.io/pending`` annotation fleetgate writes (characters)."""
+
+
+def pending_note(decision: Decision) -> str:
+    """What a waiting or rejected job's binding says of it (``fleetgate.io/pending``): the
+    reason and a message without live numbers or positions, so the binding is rewritten only
+    when why the job waits changes, never because its queue or the fleet moved. The live
+    message (usage, room, position) is the decision's own, served by the API and the CLI."""
+    reason = decision.reason
+    if decision.note:
+        said = decision.note
+    elif reason == Reason.WAITING_FOR_QUOTA:
+        said = (
+            f"queue {decision.queue or '?'} (or a queue above it) has too little unused quota "
+            "for the job now"
+        )
+    elif reason == Reason.NO_CLUSTER_FITS:
+        said = "no candidate cluster has room for the job now"
+    elif reason == Reason.BLOCKED_BY_HEAD:  # the head changes as the queue moves
+        said = f"StrictFIFO queue {decision.queue or '?'}: waits behind its head"
+    elif reason == Reason.PREEMPTING:
+        where = decision.clusters[0].name if decision.clusters else "?"
+        said = f"preempting {', '.join(decision.victims) or '?'} for room on {where}"
+    else:
+        said = decision.message
+    return untrusted.echo(f"{reason}: {said}", NOTE_LIMIT)
 
 
 def backoff_place(item: Backoff) -> tuple[str, tuple[Any, ...]]:

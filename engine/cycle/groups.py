@@ -31,6 +31,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from engine import annotations as ann
+from engine import untrusted
 from engine.cycle import vectors
 from engine.cycle.jobs import AdmittedJob, Mapped, PendingJob, binding_ref
 from engine.cycle.model import Decision, GroupState
@@ -65,10 +66,16 @@ def key_of(workload: Workload | None, mapped: Mapped | None = None) -> Key | Non
         return (HYPERJOB, workload.namespace, name)
     name = workload.annotations.get(ann.GROUP)
     if name and name.strip():
-        return (ANNOTATED, workload.namespace, name.strip())
+        return (ANNOTATED, workload.namespace, _named(name.strip()))
     if mapped is not None and mapped.group is not None:
-        return (ANNOTATED, workload.namespace, mapped.group[0])
+        return (ANNOTATED, workload.namespace, _named(mapped.group[0]))
     return None
+
+
+def _named(name: str) -> str:
+    """A group's name as fleetgate keeps it: as written when it is a Kubernetes name, else
+    escaped and capped (``spec_of`` makes the group InvalidGroup: such a name is never used)."""
+    return name if untrusted.name_problem(name) is None else untrusted.echo(name, 63)
 
 
 def _sizes(workload: Workload, mapped: Mapped | None) -> tuple[str, str]:
@@ -217,6 +224,8 @@ def _placed(binding: BindingView) -> bool:
 
 
 def spec_of(key: Key, found: Members, snapshot: Snapshot) -> Spec:
+    if key[0] == ANNOTATED and (bad := untrusted.name_problem(key[2])) is not None:
+        return Spec(0, 0, False, f"the group name {bad}")
     spreads = {w.annotations.get(ann.GROUP_SPREAD, "").strip() for w in found.workloads} - {""}
     if key[0] == HYPERJOB:
         owner = snapshot.hyperjobs.get((key[1], key[2]))
@@ -240,10 +249,12 @@ def spec_of(key: Key, found: Members, snapshot: Snapshot) -> Spec:
     size_text, min_text = next(iter(sizes), ""), next(iter(minimums), "")
     size = _count(size_text)
     if size is None:
-        return Spec(0, 0, False, f"{ann.GROUP_SIZE} {size_text!r}: not a positive integer")
+        said = untrusted.echo(size_text, 63)
+        return Spec(0, 0, False, f"{ann.GROUP_SIZE} '{said}': not a positive integer")
     minimum = _count(min_text) if min_text else size
     if minimum is None or minimum > size:
-        why = f"{ann.GROUP_MIN} {min_text!r}: not an integer from 1 to the size {size}"
+        said = untrusted.echo(min_text, 63)
+        why = f"{ann.GROUP_MIN} '{said}': not an integer from 1 to the size {size}"
         return Spec(size, size, False, why)
     return _with_spread(Spec(size, minimum, False), spreads)
 
@@ -303,8 +314,14 @@ def _count(text: str) -> int | None:
 
 def _listed(items: Iterable[str]) -> str:
     items = sorted(items)
-    shown = ", ".join(repr(i) if not i or " " in i else i for i in items[:3])
+    shown = ", ".join(_quoted(i) for i in items[:3])
     return shown + (f" and {len(items) - 3} more" if len(items) > 3 else "")
+
+
+def _quoted(item: str) -> str:
+    """An item a tenant wrote, escaped and capped; quoted when empty or not as written."""
+    said = untrusted.echo(item, 63)
+    return f"'{said}'" if not item or " " in item or said != item else item
 
 
 def _short(job: PendingJob) -> str:

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from engine import untrusted
 from engine.cycle.jobvalues import JobValues
 from engine.fleet.model import BindingView
 from engine.policy import cel
@@ -54,6 +55,8 @@ def map_job(
     if isinstance(queue, cel.CelError):
         mapped = Mapped("", "", priority_value, 0, False, f"{s.queue.path}: {queue}")
     else:
+        if isinstance(queue, str) and untrusted.name_problem(queue, label=True):
+            queue = untrusted.echo(queue, untrusted.LABEL_MAX)  # decided InvalidQueueName
         values.queue = queue
         results = rest.evaluate(variables)
         paths = [s.tenant.path, s.priority.path, s.gang.min_member.path, s.gang.allow_split.path]
@@ -62,7 +65,7 @@ def map_job(
         mapped = (
             Mapped(queue, "", priority_value, 0, False, error)
             if error
-            else Mapped(queue, tenant, priority, min_member, bool(allow_split))
+            else Mapped(queue, _echoed(tenant), priority, min_member, bool(allow_split))
         )
         dependencies = cache.dependency_evaluator(policies)
         if dependencies is not None and not error:
@@ -107,6 +110,11 @@ def _with_group(mapped: Mapped, s: SchedulingPolicy, results: Sequence[Any]) -> 
         if _failed(result):
             return replace(mapped, error=f"{path}: {result}")
     return replace(mapped, group=(str(name).strip(), int(size), int(minimum[0]) if minimum else 0))
+
+
+def _echoed(tenant: Any) -> Any:
+    """A tenant is a label of decisions and metrics, not a name looked up: kept, made safe."""
+    return untrusted.echo(tenant, untrusted.LABEL_MAX) if isinstance(tenant, str) else tenant
 
 
 def _failed(result: Any) -> bool:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine import annotations as ann
+from engine import untrusted
 from engine.cycle import vectors
 from engine.cycle.jobcache import JobCache
 from engine.cycle.jobmapping import Mapped, map_job
@@ -244,7 +245,7 @@ def _pending(
     problem: tuple[Reason, str] | None = None
     pods: tuple[PodGroup, ...] = ()
     if ann.GAVE_UP in binding.annotations:
-        problem = (Reason.GAVE_UP, binding.annotations[ann.GAVE_UP])
+        problem = (Reason.GAVE_UP, untrusted.echo(binding.annotations[ann.GAVE_UP], 1024))
     elif workload is None:
         issues = snapshot.issues_for(binding.ref)
         detail = issues[0].message if issues else "the template is not in the snapshot"
@@ -256,6 +257,9 @@ def _pending(
         )
     elif mapped.error:
         problem = (Reason.POLICY_EVAL_ERROR, mapped.error)
+    elif mapped.queue and untrusted.name_problem(mapped.queue, label=True):
+        said = mapped.queue  # escaped and capped by map_job
+        problem = (Reason.INVALID_QUEUE_NAME, f"the queue name '{said}' is not a DNS-1123 label")
     else:
         pods = gang_pods(workload, policies.scheduling, mapped.min_member)
     mapped = mapped or Mapped("", "", 0, 0, False)

@@ -55,6 +55,8 @@ class Decision(NamedTuple):
     victims: tuple[str, ...] = ()  # bindings a Preempting job waits for
     preemptor: str = ""  # the binding a Preempt decision makes room for
     group: GroupState | None = None  # for a member of a co-admission group
+    # the message without live numbers, where the cycle has one (explain.pending_note)
+    note: str = ""
 
     def with_position(self, position: int) -> Decision:
         """This decision with ``position`` (``_replace``, without its keyword handling)."""

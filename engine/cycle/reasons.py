@@ -38,6 +38,9 @@ class Reason(StrEnum):
     """The job's demand cannot be read from its template or its binding."""
     POLICY_EVAL_ERROR = "PolicyEvalError"
     """A SchedulingPolicy expression failed on this job (queue, tenant, priority, gang)."""
+    INVALID_QUEUE_NAME = "InvalidQueueName"
+    """The job maps to a queue name that is not a Kubernetes name (a DNS-1123 label, as every
+    queue's is): no queue can have it. The name is never used, and echoed escaped and capped."""
     UNKNOWN_PRIORITY_CLASS = "UnknownPriorityClass"
     """The job names a PriorityClass that does not exist (Kubernetes would reject its pods)."""
     QUEUE_NOT_FOUND = "QueueNotFound"
@@ -100,6 +103,7 @@ NEVER = frozenset(
     {
         Reason.GAVE_UP,
         Reason.UNKNOWN_DEMAND,
+        Reason.INVALID_QUEUE_NAME,
         Reason.QUEUE_NOT_ALLOWED,
         Reason.INVALID_DEPENDENCY,
         Reason.DEPENDENCY_CYCLE,

@@ -153,6 +153,11 @@ def said(hold: Hold, now: dt.datetime) -> str:
     )
 
 
+def held(hold: Hold) -> str:
+    """What a reserved job's binding says of its reservation: ``said`` without the clock."""
+    return f"room is held for it on {hold.cluster}; smaller jobs may not take it"
+
+
 def blocking(
     job: PendingJob,
     holds: Sequence[Hold],

@@ -30,6 +30,13 @@ def test_every_job_is_decided_and_counted(backlog: bool):
     assert result["bindsPerSecond"] > 0
     assert {"sandbox", "webhook", "this"} <= result["cpuSeconds"].keys()
     assert sum(p["decisions"] for p in result["passes"]) >= JOBS
+    writes = result["writesPerBinding"]  # from the sandbox's record of who wrote what
+    assert writes["dropped"] == 0
+    assert writes["admitted"]["bindings"] == result["admitted"]
+    # an admission (spec patch, Scheduled condition, running-since at most); a waiting job's
+    # reason once, again only if the reason changed
+    assert 2 <= writes["admitted"]["max"] <= 3
+    assert writes["waiting"]["median"] == 1
     if backlog:
         assert result["backlog"]["bindings"] == JOBS
         assert result["createSeconds"] == 0  # the clock starts with the reconciler

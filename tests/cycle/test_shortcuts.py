@@ -232,6 +232,7 @@ def test_with_position_keeps_every_other_field() -> None:
         "victims": ("team/b",),
         "preemptor": "team/c",
         "group": GroupState("group/team/g", 2, 2, 2, "Pending"),
+        "note": "n",
     }
     # a new field must be copied by with_position too
     assert set(Decision._fields) == set(values)

@@ -164,8 +164,12 @@ def test_pending_twice_with_the_same_reason_writes_once(
     assert len(writes) == 1
     assert read(custom)["metadata"]["resourceVersion"] == after_first["metadata"]["resourceVersion"]
     notes = after_first["metadata"]["annotations"]
-    assert notes[ann.PENDING] == "WaitingForQuota: 8 gpu more needed"
-    assert notes[ann.QUEUE_POSITION] == "2"
+    assert notes[ann.PENDING].startswith("WaitingForQuota: queue q ")
+    assert ann.QUEUE_POSITION not in notes  # the position is the API's, never written
+    # the queue moved and the usage changed: still nothing to write
+    moved = decision(Action.PENDING, Reason.WAITING_FOR_QUOTA, "2 gpu more needed", position=1)
+    assert applier.apply(moved, after_first) == Outcome.UNCHANGED
+    assert len(writes) == 1
 
 
 def test_a_stale_resource_version_is_a_conflict_and_writes_nothing(

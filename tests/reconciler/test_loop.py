@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from engine import annotations as ann
+from engine.cycle.explain import pending_note
 from engine.fleet.bindings import job_outcome
 from engine.members import Fleet, load_fleet
 from engine.policy.reload import PolicyHolder
@@ -228,8 +229,8 @@ def test_admit_run_to_success_and_a_waiting_job(
     decided = reconciler.last_result.decision("research/second-pytorchjob")
     assert decided is not None and decided.action == "Pending"
     notes = waiting["metadata"]["annotations"]
-    assert notes[ann.PENDING] == f"{decided.reason}: {decided.message}"
-    assert notes[ann.QUEUE_POSITION] == "1"
+    assert notes[ann.PENDING] == pending_note(decided)  # the reason, no live numbers
+    assert decided.position == 1 and ann.QUEUE_POSITION not in notes  # the place is the API's
 
     # level-triggered: a pass over the same state writes nothing
     caught_up(reconciler, custom)
@@ -250,6 +251,47 @@ def test_admit_run_to_success_and_a_waiting_job(
     assert summary.applied == 1, summary
     assert binding(custom, "second")["spec"]["clusters"]
     assert ann.PENDING not in binding(custom, "second")["metadata"]["annotations"]
+
+
+def test_waiting_bindings_are_not_rewritten_when_their_queue_moves(
+    custom, fleet_world: KarmadaControllers, reconciler: Reconciler, clock: Clock, writes
+):
+    # catches: live usage numbers, queue positions or the head's name in what a waiting
+    # binding carries, which rewrote every waiting job of a queue each time the queue moved
+    # (issue 29, item 5)
+    karmada = fleet_world
+    submit(custom, "first", workers=2)  # 24 GPUs, admitted
+    karmada.run_once()
+    caught_up(reconciler, custom)
+    assert reconciler.run_once().applied == 1
+    waiting = ("w1", "w2", "w3")
+    for name in waiting:
+        submit(custom, name, workers=3)  # 32 GPUs each: research-training's max is 48
+    karmada.run_once()
+    caught_up(reconciler, custom)
+    assert reconciler.run_once().errors == 0
+
+    def order() -> list[str]:
+        found = {n: reconciler.last_result.decision(f"{NS}/{n}-pytorchjob") for n in waiting}
+        return sorted(
+            (n for n, d in found.items() if d and d.position), key=lambda n: found[n].position
+        )
+
+    head, second, third = order()
+    said = {n: binding(custom, n)["metadata"]["annotations"][ann.PENDING] for n in waiting}
+    assert said[second] == said[third]  # both blocked behind the head, no name, no place
+    karmada.run_once(clock.advance(5 * 60))  # the first succeeds
+    karmada.run_once(clock.advance(10))
+    caught_up(reconciler, custom)
+    writes.clear()
+    assert reconciler.run_once().errors == 0
+    assert [n for n in waiting if binding(custom, n)["spec"].get("clusters")] == [head]
+    assert order() == [second, third]  # each moved up one place; the queue's usage changed
+    # the new head's reason changed (it now waits for quota); the third's did not
+    assert binding(custom, second)["metadata"]["annotations"][ann.PENDING] != said[second]
+    assert binding(custom, third)["metadata"]["annotations"][ann.PENDING] == said[third]
+    touched = {w.split("/resourcebindings/")[1] for w in writes if "/resourcebindings/" in w}
+    assert f"{third}-pytorchjob" not in {t.split("/")[0] for t in touched}, writes
 
 
 def test_a_conflict_marks_dirty_and_the_next_pass_admits(

@@ -158,31 +158,53 @@ def test_admit_bind_mode_refuses_a_placed_or_unsuspended_binding(
         plan(admit(("gpu-a", 4)), suspended(**change), "bind", NOW)
 
 
-def test_pending_writes_reason_and_position_then_nothing_while_they_hold() -> None:
+QUOTA_NOTE = (
+    "WaitingForQuota: queue q (or a queue above it) has too little unused quota for the job now"
+)
+
+
+def test_pending_writes_the_reason_without_live_numbers_then_nothing_while_it_holds() -> None:
     wait = decision(Action.PENDING, Reason.WAITING_FOR_QUOTA, "8 gpu more needed", position=2)
     first = plan(wait, suspended(), "bind", NOW, "v7")
     assert first == Plan(
         patch={
             "metadata": {
                 "resourceVersion": "41",
-                "annotations": {
-                    ann.PENDING: "WaitingForQuota: 8 gpu more needed",
-                    ann.QUEUE_POSITION: "2",
-                    ann.POLICY_VERSION: "v7",
-                },
+                "annotations": {ann.PENDING: QUOTA_NOTE, ann.POLICY_VERSION: "v7"},
             }
         },
-        # the first Pending decision written for the binding: it entered its queue
+        # the first Pending decision written for the binding: it entered its queue; the Event
+        # (written once) keeps the live message and the place
         event=EventSpec(
             "Normal", "Queued", "queued in q at position 2: WaitingForQuota: 8 gpu more needed"
         ),
     )
-    notes = {ann.PENDING: "WaitingForQuota: 8 gpu more needed", ann.QUEUE_POSITION: "2"}
+    notes = {ann.PENDING: QUOTA_NOTE}
     assert plan(wait, suspended(notes=notes), "bind", NOW, "v8") == Plan()
-    moved = plan(wait.with_position(1), suspended(notes=notes), "bind", NOW)
-    assert moved.patch is not None
-    assert moved.patch["metadata"]["annotations"] == {ann.QUEUE_POSITION: "1"}
-    assert moved.event is None  # only the first Pending decision says Queued
+    # its queue moved and the fleet's usage changed: the binding is not rewritten
+    moved = decision(Action.PENDING, Reason.WAITING_FOR_QUOTA, "2 gpu more needed", position=1)
+    assert plan(moved, suspended(notes=notes), "bind", NOW) == Plan()
+    # a new reason is written, without an Event (only the first Pending decision says Queued)
+    fits = plan(
+        decision(Action.PENDING, Reason.NO_CLUSTER_FITS, "none of 3 candidate clusters…"),
+        suspended(notes=notes),
+        "bind",
+        NOW,
+    )
+    assert fits.patch is not None
+    assert fits.patch["metadata"]["annotations"] == {
+        ann.PENDING: "NoClusterFits: no candidate cluster has room for the job now"
+    }
+    assert fits.event is None
+
+
+def test_pending_removes_a_queue_position_an_older_fleetgate_wrote() -> None:
+    wait = decision(Action.PENDING, Reason.WAITING_FOR_QUOTA, "8 gpu more needed", position=2)
+    result = plan(
+        wait, suspended(notes={ann.PENDING: QUOTA_NOTE, ann.QUEUE_POSITION: "5"}), "bind", NOW
+    )
+    assert result.patch is not None
+    assert result.patch["metadata"]["annotations"] == {ann.QUEUE_POSITION: None}
 
 
 def test_preempting_names_its_nominated_cluster() -> None:

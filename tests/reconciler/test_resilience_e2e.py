@@ -84,7 +84,7 @@ def test_a_strict_fifo_head_that_does_not_fit_blocks_a_smaller_later_job(
     if strategy == "StrictFIFO":
         assert not later["spec"].get("clusters")
         assert later["metadata"]["annotations"][ann.PENDING].startswith("BlockedByHead: ")
-        assert later["metadata"]["annotations"][ann.QUEUE_POSITION] == "2"
+        assert rec.last_result.decision(f"{NS}/{small}").position == 2
         step(karmada, rec, custom)  # still blocked on the next pass: nothing changed
         assert not bound(custom, NS, small)["spec"].get("clusters")
         # the short filler ends: its 3 nodes hold the head and the small job beside it; the

@@ -195,6 +195,18 @@ def test_a_queue_that_does_not_exist_is_refused(client):
     assert "research," not in message  # a parent queue is not offered
 
 
+def test_a_queue_name_of_markup_and_escapes_is_refused_short_and_escaped(client):
+    job = pytorchjob()
+    del job["metadata"]["labels"]["fleetgate.io/queue"]  # the Volcano annotation decides
+    hostile = "<i>\n\x1b[2J" + "q" * 200_000
+    job["metadata"].setdefault("annotations", {})["scheduling.volcano.sh/queue-name"] = hostile
+    response, _ = validate(client, job)
+    assert response["allowed"] is False
+    message = response["status"]["message"]
+    assert "is not a DNS-1123 label" in message and "\\x1b[2J" in message
+    assert len(message) < 500 and "\n" not in message and "\x1b" not in message
+
+
 def test_a_parent_queue_is_refused(client):
     response, _ = validate(client, pytorchjob(**{"fleetgate.io/queue": "research"}))
     assert response["allowed"] is False
