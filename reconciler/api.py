@@ -166,14 +166,25 @@ def create_app(reconciler: Reconciler, metrics: ReconcilerMetrics | None = None)
 
     @app.get("/readyz")
     def readyz() -> Response:
+        status = getattr(reconciler.policies, "status", None)  # a PolicyHolder's
+        if status is not None and not status.ready:
+            why = f": {status.errors[0]}" if status.errors else ""
+            return _text(f"not ready: no valid policy set is loaded{why}", 503)
         if not reconciler.wait_synced(0):
             return _text("not ready: the informers have not listed every resource yet", 503)
+        note = ""
+        if status is not None and status.fallback is not None:  # reconciler.lastgood
+            first = status.errors[0] if status.errors else "?"
+            note = (
+                f", the last good set from {status.fallback}; the policy files do not load: {first}"
+            )
         if latest.ran:
-            return _text(f"ready: policy version {latest.policy_version}", 200)
+            return _text(f"ready: policy version {latest.policy_version}{note}", 200)
         gate = getattr(reconciler, "gate", None)
         if gate is not None and not gate():
             # a follower runs no pass; were it unready, a rolling update would wait forever
-            return _text("ok: a follower (no pass runs here until it leads)", 200)
+            version = f"; policy version {status.version}{note}" if status is not None else ""
+            return _text(f"ok: a follower (no pass runs here until it leads){version}", 200)
         return _text("not ready: no reconciler pass has run yet", 503)
 
     @app.errorhandler(ApiError)

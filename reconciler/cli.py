@@ -72,6 +72,14 @@ def add_parser(subparsers: Any) -> None:
         help="write without electing a leader: only when exactly one replica runs",
     )
     election.add_argument("--lease-name", default="fleetgate-reconciler", help="(%(default)s)")
+    parser.add_argument(
+        "--last-good-configmap",
+        default="fleetgate-last-good-policies",
+        metavar="NAME",
+        help="the ConfigMap, in the Lease's namespace, where the leader stores each policy set "
+        "that loads; a replica whose policy files do not load at start runs on it "
+        "(%(default)s; empty: off)",
+    )
     election.add_argument(
         "--lease-namespace",
         default="fleetgate-system",

@@ -53,6 +53,7 @@ from engine.fleet.readmemo import ReadMemo
 from engine.fleet.snapshot import build_snapshot
 from engine.gcpause import collector_paused
 from engine.policy.policyset import PolicySet
+from engine.policy.reload import NoPolicySetError
 from reconciler import groupplan, lifecycle
 from reconciler.apply import Applier, Outcome, utc_now
 from reconciler.estimator import Asked, EstimatorClient
@@ -69,6 +70,7 @@ log = logging.getLogger("fleetgate.reconciler")
 DIRTY_RETRY = 1.0  # seconds before a pass looks again at dirty bindings no event came for
 ERROR_BACKOFF = (0.5, 30.0)  # seconds: first and largest wait after a failed pass
 SYNC_POLL = 0.5  # seconds between looks at whether every informer has listed
+NO_POLICIES_RETRY = 2.0  # seconds between looks for a policy set while none is live
 
 
 class PolicySource(Protocol):
@@ -193,6 +195,9 @@ class Reconciler:
             try:
                 self.run_once()
                 failures = 0
+            except NoPolicySetError:  # the files never loaded and no last good set: wait
+                log.warning("reconciler: no valid policy set yet; no pass until one loads")
+                self._stopping.wait(min(self.resync, NO_POLICIES_RETRY))
             except Exception:  # the next pass starts again from the API state (level-triggered)
                 failures += 1
                 delay = min(ERROR_BACKOFF[0] * 2 ** (failures - 1), ERROR_BACKOFF[1])

@@ -1,7 +1,9 @@
 """``fleetgate serve``: every part of the reconciler process, started in order and stopped in
 reverse order within a bound.
 
-Start: 1. the policies (a complete set must load) and their hot reload (watchfiles);
+Start: 1. the policies and their hot reload (watchfiles); when the files do not load, the last
+good set the leader stored (:mod:`reconciler.lastgood`), else no set: the replica serves, unready,
+and decides nothing until the files load (a user's policy content never makes it exit);
 2. the kubernetes client of ``--kubeconfig``/``--context``, its User-Agent naming the replica
 (``fleetgate-reconciler/<identity>``: the API server's audit log, and the sandbox's record of
 writes, tell replicas apart); 3. the reconciler (informers and the pass thread), gated by
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import datetime as dt
 import functools
 import logging
 import os
@@ -45,6 +48,7 @@ from flask import Flask, Response
 
 from engine.errors import FleetgateError
 from engine.policy.reload import PolicyHolder, PolicyWatcher
+from reconciler import lastgood
 from reconciler.cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from reconciler.estimator import EstimatorClient
 from reconciler.estimatorargs import EstimatorSettingsError, settings_of
@@ -73,6 +77,7 @@ class Serving:
     elector: LeaderElector | None
     watcher: PolicyWatcher | None = None
     estimator: EstimatorClient | None = None
+    keeper: lastgood.Keeper | None = None  # stores the last good policy set (the leader)
     servers: list[Any] = field(default_factory=list)  # webhook.serve.WebhookServer
     addresses: dict[str, str] = field(default_factory=dict)  # "api"/"webhook" → URL
 
@@ -108,12 +113,16 @@ def write_timeout(args: argparse.Namespace) -> float:
 def start_all(args: argparse.Namespace, identity: str) -> Serving:
     """Start every part (the module docstring's order); on failure, stop what started."""
     holder = PolicyHolder.for_paths([args.policies])
-    if not holder.reload():
-        issues = "\n".join(str(issue) for issue in holder.status.errors)
-        raise ServeError(f"the policies in {args.policies} do not load:\n{issues}")
     settings = settings_of(args)
-    estimator = EstimatorClient(settings) if settings is not None else None  # reads TLS files
     api = api_client(args.kubeconfig, args.context, identity)
+    name = getattr(args, "last_good_configmap", "")
+    store = lastgood.LastGood(api, args.lease_namespace, name) if name else None
+    if not holder.reload():  # never an exit for a user's policy content (docs/reconciler.md)
+        issues = "\n".join(str(issue) for issue in holder.status.errors)
+        log.error("the policies in %s do not load:\n%s", args.policies, issues)
+        if store is not None:
+            lastgood.fall_back(holder, store, args.policies, dt.datetime.now(dt.UTC))
+    estimator = EstimatorClient(settings) if settings is not None else None  # reads TLS files
     elector: LeaderElector | None = None
     if args.leader_elect:
         config = LeaseConfig(
@@ -137,6 +146,9 @@ def start_all(args: argparse.Namespace, identity: str) -> Serving:
         estimator=estimator,
     )
     serving = Serving(holder, api, reconciler, elector, estimator=estimator)
+    if store is not None:
+        leading = elector.is_leader if elector is not None else (lambda: True)
+        serving.keeper = lastgood.Keeper(holder, store, leading)
     try:
         serving.watcher = PolicyWatcher(holder, [args.policies])
         serving.watcher.start()
@@ -144,6 +156,8 @@ def start_all(args: argparse.Namespace, identity: str) -> Serving:
         if elector is not None:
             elector.on_started = reconciler.wake
             elector.start()
+        if serving.keeper is not None:
+            serving.keeper.start()
         _serve_api(serving, args.host, args.port)
         if args.webhook_port is not None:
             _serve_webhook(serving, args.host, args.webhook_port, args.tls_cert, args.tls_key)
@@ -164,6 +178,8 @@ def stop_all(serving: Serving, timeout: float) -> bool:
     for server in reversed(serving.servers):
         with contextlib.suppress(FleetgateError):
             server.stop(min(5.0, left()))
+    if serving.keeper is not None:
+        serving.keeper.stop(min(5.0, left()))
     rec = serving.reconciler
     rec.stop(left())  # the pass thread ends (after its current write), then the informers
     released = True
@@ -211,15 +227,17 @@ def _serve_webhook(
 
 
 def api_app(serving: Serving) -> Flask:
-    """The read API of :mod:`reconciler.api` (with /metrics and the probes), plus
-    ``/leader`` and any probe it does not answer itself."""
+    """The read API of :mod:`reconciler.api` (with /metrics and the probes) and the policy
+    metrics, plus ``/leader`` and any probe it does not answer itself."""
     from reconciler.api import create_app
+    from webhook.metrics import PolicyCollector
 
     app = create_app(serving.reconciler)
+    # the policy set's state (fleetgate_policy_*), as the webhook's /metrics has it
+    app.config["fleetgate.metrics"].registry.register(PolicyCollector(serving.holder))
     taken = {rule.rule for rule in app.url_map.iter_rules()}
     probes: dict[str, Callable[[], Response]] = {
         "/healthz": lambda: _text(200, "ok"),
-        "/readyz": lambda: _ready(serving),
         "/leader": lambda: _leader(serving),
     }
     for path, view in probes.items():
@@ -230,15 +248,6 @@ def api_app(serving: Serving) -> Flask:
 
 def _text(status: int, text: str) -> Response:
     return Response(text + "\n", status=status, mimetype="text/plain")
-
-
-def _ready(serving: Serving) -> Response:
-    status = serving.holder.status
-    if not status.ready:
-        return _text(503, "not ready: no valid policy set is loaded")
-    if not serving.reconciler.wait_synced(0):
-        return _text(503, "not ready: the informers have not listed every resource yet")
-    return _text(200, f"ready: policy version {status.version}")
 
 
 def _leader(serving: Serving) -> Response:

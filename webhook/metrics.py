@@ -75,7 +75,7 @@ class Metrics:
             ["result"],
             registry=self.registry,
         )
-        self.registry.register(_PolicyCollector(holder))
+        self.registry.register(PolicyCollector(holder))
 
     def record(self, endpoint: str, verdict: Verdict) -> None:
         self.requests.labels(endpoint, verdict.outcome).inc()
@@ -97,7 +97,7 @@ class Metrics:
         return generate_latest(self.registry)
 
 
-class _PolicyCollector(Collector):
+class PolicyCollector(Collector):
     def __init__(self, holder: PolicyHolder) -> None:
         self._holder = holder
 
@@ -118,6 +118,12 @@ class _PolicyCollector(Collector):
             "fleetgate_policy_healthy",
             "1 when the policy files on disk are what is live (the last reload succeeded).",
             value=status.healthy,
+        )
+        yield GaugeMetricFamily(
+            "fleetgate_policy_fallback",
+            "1 when the live PolicySet is the last good set fleetgate stored (a ConfigMap), "
+            "because the policy files did not load at start.",
+            value=status.fallback is not None,
         )
         yield CounterMetricFamily(
             "fleetgate_policy_reloads", "Successful policy loads.", value=status.reloads

@@ -30,6 +30,9 @@ class PolicySet:
     admission: tuple[AdmissionPolicy, ...]  # sorted by name
     files: tuple[str, ...]
     _queues_by_name: Mapping[str, Queue] = field(repr=False)
+    # the documents as ``content_digest`` reads them (sorted-key JSON): loading them again, as
+    # one YAML file, gives the same set and version (``reconciler.lastgood`` stores them)
+    documents: tuple[str, ...] = field(default=(), repr=False)
 
     def queue(self, name: str) -> Queue | None:
         return self._queues_by_name.get(name)
@@ -118,7 +121,8 @@ def load_policy_set(
     if issues or scheduling is None:
         raise PolicyLoadError(sorted(set(issues), key=_issue_order))
 
-    digest = content_digest(documents)
+    canonical = _canonical(documents)
+    digest = _digest(canonical)
     return PolicySet(
         version=f"{digest}@{revision}" if revision else digest,
         digest=digest,
@@ -128,6 +132,7 @@ def load_policy_set(
         admission=tuple(sorted((a for a in admission if a), key=lambda a: a.name)),
         files=tuple(str(f) for f in files),
         _queues_by_name={q.name: q for q in queues},
+        documents=canonical,
     )
 
 
@@ -140,10 +145,20 @@ def default_scheduling_policy() -> SchedulingPolicy:
 
 def content_digest(documents: Sequence[Document]) -> str:
     """A short hash of the documents' content: independent of layout, key and file order."""
-    canonical = sorted(
-        json.dumps(doc.data, sort_keys=True, separators=(",", ":"), default=str)
-        for doc in documents
+    return _digest(_canonical(documents))
+
+
+def _canonical(documents: Sequence[Document]) -> tuple[str, ...]:
+    """Each document as sorted-key compact JSON, in sorted order: what the digest is of."""
+    return tuple(
+        sorted(
+            json.dumps(doc.data, sort_keys=True, separators=(",", ":"), default=str)
+            for doc in documents
+        )
     )
+
+
+def _digest(canonical: Sequence[str]) -> str:
     return hashlib.sha256("\n".join(canonical).encode()).hexdigest()[:12]
 
 

@@ -51,6 +51,9 @@ class ReloadStatus:
     reloads: int = 0  # successful loads, the first included
     failures: int = 0  # failed loads
     retries: int = 0  # reads discarded because the files changed meanwhile (not failures)
+    # where the live set came from when it is not the files: the last good set fleetgate
+    # stored (``PolicyHolder.adopt``); None once the files load
+    fallback: str | None = None
 
     @property
     def ready(self) -> bool:
@@ -232,8 +235,27 @@ class PolicyHolder:
                 last_attempt_at=now,
                 errors=(),
                 reloads=self._status.reloads + 1,
+                fallback=None,
             )
             log.info("policy version %s is live", outcome.version)
+            return True
+
+    def adopt(self, policies: PolicySet, source: str) -> bool:
+        """Make ``policies`` (loaded from ``source``, not from the files: the last good set)
+        live while the files do not load. True when adopted; False when a set from the files
+        went live meanwhile (the files win). The errors of the files stay in ``status``."""
+        with self._lock:
+            if self._current is not None and self._status.fallback is None:
+                return False
+            self._current = policies
+            self._status = replace(
+                self._status, version=policies.version, loaded_at=self._clock(), fallback=source
+            )
+            log.error(
+                "the policy files do not load; running on the last good policy set %s from %s",
+                policies.version,
+                source,
+            )
             return True
 
 

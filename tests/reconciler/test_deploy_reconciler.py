@@ -65,7 +65,8 @@ def test_the_deployment_runs_serve_with_leader_election_on_its_mounts(rendered):
     role = one(rendered["karmada"], "Role")
     assert role["metadata"]["namespace"] == args.lease_namespace
     names = {n for rule in role["rules"] for n in rule.get("resourceNames", [])}
-    assert names == {args.lease_name}
+    # and the ConfigMap of the last good policy set, in the same namespace (reconciler.lastgood)
+    assert names == {args.lease_name, args.last_good_configmap}
 
 
 def grants(rules: list[dict[str, Any]]) -> dict[tuple[str, str], set[str]]:
@@ -93,7 +94,10 @@ def test_the_role_and_bindings_name_the_reconcilers_account(rendered):
     namespace = account["metadata"]["namespace"]
     assert one(rendered["karmada"], "Namespace")["metadata"]["name"] == namespace
     role = one(rendered["karmada"], "Role")
-    assert grants(role["rules"]) == {("coordination.k8s.io", "leases"): {"create", "get", "update"}}
+    assert grants(role["rules"]) == {
+        ("coordination.k8s.io", "leases"): {"create", "get", "update"},
+        ("", "configmaps"): {"create", "get", "update"},
+    }
     subject = {"kind": "ServiceAccount", "name": NAME, "namespace": namespace}
     for kind, role_kind, role_name in (
         ("ClusterRoleBinding", "ClusterRole", NAME),
