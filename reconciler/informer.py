@@ -10,6 +10,17 @@ The shape of client-go's reflector + store (docs: CONVENTIONS.md, "Controllers")
   last resourceVersion, without a relist;
 - 410 Gone (an ApiException from ``Watch.stream``, or an ERROR event with code 410) → relist;
   the listeners hear the difference between the old cache and the new list;
+- 504 Timeout with cause ``ResourceVersionTooLarge`` (the resume point is one the server has not
+  reached) → relist, as client-go's reflector does. An API server restarted with its state reset
+  (etcd restored or wiped without ``--bump-revision``) counts again from below the informer's
+  resourceVersion, and kube-apiserver accepts a watch from a version it has not reached and
+  keeps it silent until its counter passes it (the watch cache lets it wait for its events): no
+  error comes. So a watch that ended having brought nothing (no event, no bookmark) is followed
+  by a check of the resume point, a one-item list ``resourceVersionMatch=NotOlderThan`` it:
+  the server answers it (after up to 3 s, its watch cache's blockTimeout) with that 504 when it
+  is behind, and the informer relists. A healthy watch brings at least its bookmarks, so the
+  check is rare. Not detectable: a server restarted empty whose counter has already passed the
+  informer's version before it asks (events in between are missed, as with client-go);
 - other errors: exponential backoff with jitter, bounded; a resource the server does not serve
   (404 on every version) is logged once, counts as synced and empty, and is retried rarely.
 
@@ -19,6 +30,7 @@ must not change them either.
 
 from __future__ import annotations
 
+import json
 import logging
 import random
 import threading
@@ -39,11 +51,36 @@ Key = tuple[str, str]  # (namespace or "", name)
 # listener(resource key such as "resourcebindings.work.karmada.io", object key, object or None
 # when deleted); called on the informer's thread, after the cache changed: keep it quick
 Listener = Callable[[str, Key, Mapping[str, Any] | None], None]
-GONE, NOT_FOUND = 410, 404
+GONE, NOT_FOUND, TIMEOUT = 410, 404, 504
+TOO_LARGE_CAUSE, TOO_LARGE_TEXT = "ResourceVersionTooLarge", "Too large resource version"
+AHEAD = "%s: the server has not reached resourceVersion %s (its state was reset?); relisting"
 
 
 class Gone(Exception):
     """The resume point is too old: relist."""
+
+
+class TooLarge(Exception):
+    """The resume point is one the server has not reached (its state was reset): relist."""
+
+
+def too_large(error: ApiException) -> bool:
+    """504 Timeout with cause ResourceVersionTooLarge, or the message older servers and the
+    watch's ERROR event carry (client-go's ``isTooLargeResourceVersionError``)."""
+    if error.status != TIMEOUT:
+        return False
+    try:
+        status = json.loads(error.body or "{}")
+    except ValueError:
+        status = {}
+    details = status.get("details") if isinstance(status, dict) else None
+    causes = details.get("causes") if isinstance(details, dict) else None
+    for cause in causes if isinstance(causes, list) else []:
+        if isinstance(cause, dict) and (
+            cause.get("reason") == TOO_LARGE_CAUSE or cause.get("message") == TOO_LARGE_TEXT
+        ):
+            return True
+    return TOO_LARGE_TEXT in f"{error.reason} {error.body or ''}"
 
 
 class Informer:
@@ -121,12 +158,18 @@ class Informer:
                         self._stopping.wait(self._not_served_retry)
                         continue
                     need_list = False
-                self._watch_once()
+                if not self._watch_once():
+                    self._check_resume_point()
             except Gone:
                 log.info("%s: resourceVersion %s expired; relisting", *self._where())
                 need_list = True
+            except TooLarge:
+                log.warning(AHEAD, *self._where())
+                need_list = True
             except ApiException as error:
-                if error.status == GONE:
+                if error.status == GONE or too_large(error):
+                    if error.status != GONE:
+                        log.warning(AHEAD, *self._where())
                     need_list = True
                     continue
                 self._fail(f"HTTP {error.status} {error.reason}")
@@ -200,12 +243,28 @@ class Informer:
             self._notify(key, None)
         self.synced.set()  # after the listeners heard the first list, as client-go's HasSynced
 
-    def _watch_once(self) -> None:
-        """One watch request, from the last resourceVersion, until it ends."""
+    def _check_resume_point(self) -> None:
+        """TooLarge when the server has not reached :attr:`resource_version`: a one-item list
+        not older than it (kube-apiserver answers 504 ResourceVersionTooLarge when behind)."""
+        if not self.resource_version or self._stopping.is_set():
+            return
+        try:
+            self._client.list_page(
+                self.version, 1, resource_version=self.resource_version, match="NotOlderThan"
+            )
+        except ApiException as error:
+            if too_large(error):
+                raise TooLarge() from error
+            raise
+
+    def _watch_once(self) -> bool:
+        """One watch request, from the last resourceVersion, until it ends; True when it
+        brought anything (an event or a bookmark)."""
         current = watch.Watch()
         self._watch = current
+        brought = False
         if self._stopping.is_set():  # stop() may have run before self._watch was set
-            return
+            return True
         try:
             stream = current.stream(
                 self._client.watch_function(self.version),
@@ -214,12 +273,14 @@ class Informer:
                 timeout_seconds=self._watch_timeout,
             )  # no model for the events (the function has no return type): objects stay dicts
             for event in stream:
+                brought = True
                 self._handle(event)
                 if self._stopping.is_set():
                     break
         finally:
             current.stop()
             self._watch = None
+        return brought or self._stopping.is_set()
 
     def _handle(self, event: Mapping[str, Any]) -> None:
         kind, obj = event.get("type"), event.get("object")
@@ -228,7 +289,9 @@ class Informer:
         if kind == "ERROR":
             if obj.get("code") == GONE:
                 raise Gone()
-            raise ApiException(status=obj.get("code") or 500, reason=str(obj.get("message")))
+            error = ApiException(status=obj.get("code") or 500, reason=str(obj.get("message")))
+            error.body = json.dumps(obj)
+            raise TooLarge() if too_large(error) else error
         version = _version(obj)
         if kind == "BOOKMARK":
             with self._lock:

@@ -40,14 +40,27 @@ class ResourceClient:
             raise ApiException.from_response(http_resp=response, body=None, data=None)
         return response
 
-    def list_page(self, version: str, limit: int, continue_token: str = "") -> dict[str, Any]:
+    def list_page(
+        self,
+        version: str,
+        limit: int,
+        continue_token: str = "",
+        *,
+        resource_version: str = "",
+        match: str = "",
+    ) -> dict[str, Any]:
         """One page of the list across all namespaces; items carry apiVersion and kind (a
-        real server leaves them out of the items of built-in kinds)."""
+        real server leaves them out of the items of built-in kinds). Without
+        ``resource_version``, the most recent state (a consistent read)."""
         query: list[tuple[str, Any]] = []
         if limit:
             query.append(("limit", limit))
         if continue_token:
             query.append(("continue", continue_token))
+        if resource_version:
+            query.append(("resourceVersion", resource_version))
+        if match:
+            query.append(("resourceVersionMatch", match))
         response = self._get(version, query, self.request_timeout)
         data = json.loads(response.read())
         if not isinstance(data, dict) or not isinstance(data.get("items", []), list):

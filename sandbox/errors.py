@@ -121,6 +121,16 @@ def gone(message: str) -> StatusError:
     return StatusError(status(410, "Expired", message))
 
 
+def too_large_resource_version(minimum: int, current: int, retry_seconds: int = 1) -> StatusError:
+    """504 Timeout with cause ResourceVersionTooLarge: a read "not older than" a version the
+    server has not reached (k8s.io/apiserver/pkg/storage ``NewTooLargeResourceVersionError``,
+    which the watch cache returns after its blockTimeout, asking to retry after 1 s)."""
+    message = f"Timeout: Too large resource version: {minimum}, current: {current}"
+    cause = {"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}
+    details = {"causes": [cause], "retryAfterSeconds": retry_seconds}
+    return StatusError(status(504, "Timeout", message, details))
+
+
 def method_not_allowed(method: str, what: str) -> StatusError:
     return StatusError(
         status(405, "MethodNotAllowed", f"the server does not allow this method on {what}")

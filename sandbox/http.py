@@ -209,6 +209,7 @@ class ApiHandler(BaseHTTPRequestHandler):
                 limit=int(query.get("limit") or 0),
                 continue_token=query.get("continue", ""),
                 version=route.version,
+                resource_version=query.get("resourceVersion"),
             )
             self._reply(route, query, listed)
         elif method == "POST" and not route.name:
@@ -370,9 +371,10 @@ class ApiHandler(BaseHTTPRequestHandler):
                 continue
             if subscription.closed:
                 return
-            if bookmarks and time.monotonic() - last_bookmark >= interval:
+            due = bookmarks and time.monotonic() - last_bookmark >= interval
+            if due and subscription.bookmark_version is not None:
                 marker = {"kind": rt.kind, "apiVersion": rt.api_version(version)}
-                marker["metadata"] = {"resourceVersion": str(subscription.progress)}
+                marker["metadata"] = {"resourceVersion": str(subscription.bookmark_version)}
                 self._chunk({"type": BOOKMARK, "object": marker})
                 last_bookmark = time.monotonic()
 

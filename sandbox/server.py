@@ -74,7 +74,9 @@ class ApiHTTPServer(ThreadingHTTPServer):
         self.stopping = threading.Event()
         self._slots = threading.BoundedSemaphore(max_connections)
         self._lock = threading.Lock()
-        self._connections: set[socket.socket] = set()
+        # accepted socket → the socket to shut down when stopping: the TLS socket once wrapped
+        # (wrapping detaches the accepted one, whose shutdown would then do nothing)
+        self._connections: dict[socket.socket, socket.socket] = {}
         self._watches: dict[Subscription, str] = {}  # → the request path
         self._aborted: set[Subscription] = set()
 
@@ -85,11 +87,12 @@ class ApiHTTPServer(ThreadingHTTPServer):
             self.shutdown_request(request)
             return
         with self._lock:
-            self._connections.add(request)
+            self._connections[request] = request
         super().process_request(request, client_address)
 
     def finish_request(self, request: Any, client_address: Any) -> None:
         if self.context is not None:
+            accepted = request
             request.settimeout(10)
             try:
                 request = self.context.wrap_socket(request, server_side=True)
@@ -97,12 +100,14 @@ class ApiHTTPServer(ThreadingHTTPServer):
                 log.debug("TLS handshake with %s failed: %s", client_address, error)
                 return
             request.settimeout(None)
+            with self._lock:
+                if accepted in self._connections:
+                    self._connections[accepted] = request
         super().finish_request(request, client_address)
 
     def shutdown_request(self, request: Any) -> None:
         with self._lock:
-            known = request in self._connections
-            self._connections.discard(request)
+            known = self._connections.pop(request, None) is not None
         super().shutdown_request(request)
         if known:
             self._slots.release()
@@ -135,7 +140,7 @@ class ApiHTTPServer(ThreadingHTTPServer):
     def close_everything(self) -> None:
         self.stopping.set()
         with self._lock:
-            watches, connections = list(self._watches), list(self._connections)
+            watches, connections = list(self._watches), list(self._connections.values())
         for subscription in watches:
             subscription.close()
         for connection in connections:
@@ -230,6 +235,22 @@ class Sandbox:
         server.server_close()
         if self._thread is not None:
             self._thread.join(timeout)
+
+    def restart(self, store: Store | None = None, timeout: float = 5.0) -> str:
+        """Stop, then serve again at the same address with the same CA, certificate and token,
+        over ``store`` (default: a new, empty one): an API server restarted with its state
+        reset, whose resourceVersions start again below those its clients hold. The webhook
+        caller moves to the new store (unless it has its own admission hook); anything attached
+        to the old store (its listeners, a WriteLog, in-process controllers) stays with it."""
+        if not self.url:
+            raise RuntimeError("the sandbox was never started")
+        host, _, port = self.url.partition("://")[2].rpartition(":")
+        self.stop(timeout)
+        self.store = store if store is not None else Store()
+        if self.webhooks is not None and self.store.admission is None:
+            self.webhooks = WebhookAdmission(self.store, service_urls=self.webhooks.service_urls)
+            self.store.admission = self.webhooks
+        return self.start(int(port), host)
 
     def drop_watches(self, path: str = "", abrupt: bool = False) -> int:
         """End open HTTP watches (a fault); see :meth:`ApiHTTPServer.drop_watches`."""

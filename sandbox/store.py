@@ -14,6 +14,12 @@ namespaces must exist; status dropped on create and ignored by updates of kinds 
 subresource, and the status subresource changes only status; 409 on a stale resourceVersion;
 no-op updates do not bump the resourceVersion; deletion with finalizers, ownerReferences
 cascading (see :mod:`sandbox.deletion`); watches with resume and 410 Gone (:mod:`sandbox.watch`).
+
+A read from a resourceVersion the store has not reached (a client of a server restarted with its
+state reset) is answered as the watch cache answers it: a list waits up to
+``freshness_timeout`` (the cacher's blockTimeout, 3 s) for the counter to get there, then fails
+with 504 Timeout, cause ResourceVersionTooLarge; a watch is accepted and stays silent until the
+counter passes it (no event at or below it, no bookmark below it).
 """
 
 from __future__ import annotations
@@ -59,6 +65,7 @@ class Store(WriteMixin, DeletionMixin):
         rng: random.Random | None = None,
         clock: Callable[[], datetime] | None = None,
         namespaces: tuple[str, ...] = INITIAL_NAMESPACES,
+        freshness_timeout: float = 3.0,
     ) -> None:
         self.registry = registry or default_registry()
         self.schemas = schemas if schemas is not None else load_schemas()
@@ -66,6 +73,9 @@ class Store(WriteMixin, DeletionMixin):
         self._rng = rng or random.Random()
         self._clock = clock or (lambda: datetime.now(UTC))
         self._lock = threading.RLock()
+        self._fresher = threading.Condition(self._lock)  # notified as the counter moves
+        # seconds a list waits for a resourceVersion the store has not reached (blockTimeout)
+        self.freshness_timeout = freshness_timeout
         self._rv = 0
         self._objects: dict[str, dict[Key, dict[str, Any]]] = {rt.key: {} for rt in self.registry}
         self._logs = {rt.key: EventLog(event_log_limit) for rt in self.registry}
@@ -116,14 +126,18 @@ class Store(WriteMixin, DeletionMixin):
         limit: int = 0,
         continue_token: str = "",
         version: str | None = None,
+        resource_version: str | int | None = None,
     ) -> dict[str, Any]:
-        """A ``<Kind>List``; with ``limit``, pages of one consistent snapshot (``continue``)."""
+        """A ``<Kind>List``; with ``limit``, pages of one consistent snapshot (``continue``).
+        ``resource_version``: the list is not older than it (504 ResourceVersionTooLarge when
+        the store does not get there within ``freshness_timeout``)."""
         rt = self.resource(resource)
         if continue_token:
             page = self._snapshots.next_page(continue_token, limit)
         else:
             chosen = self._filter(rt, namespace, label_selector, field_selector)
             with self._lock:
+                self._wait_until_fresh(resource_version)
                 items = [
                     obj for _, obj in sorted(self._objects[rt.key].items()) if chosen.matches(obj)
                 ]
@@ -138,6 +152,15 @@ class Store(WriteMixin, DeletionMixin):
             "metadata": list_meta,
             "items": [self._out(rt, obj, version) for obj in page.items],
         }
+
+    def _wait_until_fresh(self, resource_version: str | int | None) -> None:
+        """Block (holding the lock on return) until the counter reaches ``resource_version``;
+        504 ResourceVersionTooLarge after ``freshness_timeout`` (the caller holds the lock)."""
+        if resource_version in (None, "", "0", 0):
+            return
+        wanted = _parse_rv(resource_version)  # type: ignore[arg-type]
+        if not self._fresher.wait_for(lambda: self._rv >= wanted, self.freshness_timeout):
+            raise errors.too_large_resource_version(wanted, self._rv)
 
     def scan(self, resource: Resource, visit: Callable[[Mapping[str, Any]], None]) -> None:
         """``visit`` every stored object of ``resource`` under the lock, without copying them
@@ -172,10 +195,13 @@ class Store(WriteMixin, DeletionMixin):
         callback: Callable[[dict[str, Any]], None] | None = None,
     ) -> Subscription:
         """Watch ``resource``. Without ``resource_version`` (or "0") the current objects arrive
-        first as ADDED; with one, the events after it are replayed (410 Gone when too old).
+        first as ADDED; with one, the events after it are replayed (410 Gone when too old) and
+        only events after it are sent, also when the store has not reached it yet.
         With ``callback``, events are delivered to it on a daemon thread."""
         rt = self.resource(resource)
         chosen = self._filter(rt, namespace, label_selector, field_selector)
+        initial = resource_version in (None, "", "0", 0)
+        start = 0 if initial else _parse_rv(resource_version)  # type: ignore[arg-type]
         with self._lock:
             subscription = Subscription(
                 chosen,
@@ -183,13 +209,14 @@ class Store(WriteMixin, DeletionMixin):
                 self._watch_queue_limit,
                 self._rv,
                 self._unsubscribe,
+                start=start,
             )
-            if resource_version in (None, "", "0", 0):
+            if initial:
                 for _, obj in sorted(self._objects[rt.key].items()):
                     rv = int(obj["metadata"]["resourceVersion"])
                     subscription.offer(WatchEvent(ADDED, obj, rv))
             else:
-                for event in self._logs[rt.key].since(_parse_rv(resource_version)):
+                for event in self._logs[rt.key].since(start):
                     subscription.offer(event)
             self._subscriptions[rt.key].append(subscription)
         if callback is not None:
@@ -258,6 +285,7 @@ class Store(WriteMixin, DeletionMixin):
 
     def _emit(self, rt: ResourceType, event: WatchEvent) -> None:
         self._logs[rt.key].append(event)
+        self._fresher.notify_all()
         for listener in self._listeners:
             listener(rt.key, event)
         for subscription in list(self._subscriptions[rt.key]):

@@ -94,7 +94,9 @@ class Subscription:
     :meth:`~sandbox.store.Store.close`, or because its queue overflowed (a consumer that does not
     keep up is dropped, as the real server drops slow watchers; watch again from the last
     resourceVersion seen). ``progress`` is the newest resourceVersion offered to it, filtered or
-    not: the resourceVersion a BOOKMARK may carry.
+    not: the resourceVersion a BOOKMARK may carry. ``start``: the resourceVersion the watch
+    started from; only events after it are sent, and no bookmark below it (a watch from a
+    version the store has not reached yet waits silently for it, as the watch cache's does).
     """
 
     def __init__(
@@ -104,6 +106,8 @@ class Subscription:
         maxsize: int,
         progress: int,
         on_close: Callable[[Subscription], None],
+        *,
+        start: int = 0,
     ) -> None:
         self._filter = watch_filter
         self._api_version = api_version
@@ -111,6 +115,7 @@ class Subscription:
         self._on_close = on_close
         self._closed = threading.Event()
         self.progress = progress
+        self.start = start
         self.overflowed = False
 
     @property
@@ -120,6 +125,8 @@ class Subscription:
     def offer(self, event: WatchEvent) -> None:
         """Called by the store, under its lock."""
         self.progress = max(self.progress, event.resource_version)
+        if event.resource_version <= self.start:
+            return
         seen_as = self._filter.translate(event)
         if seen_as is None or self.closed:
             return
@@ -128,6 +135,11 @@ class Subscription:
         except queue.Full:
             self.overflowed = True
             self._finish()
+
+    @property
+    def bookmark_version(self) -> int | None:
+        """The resourceVersion a BOOKMARK would carry now; None while below ``start``."""
+        return self.progress if self.progress >= self.start else None
 
     def get(self, timeout: float | None = None, *, shared: bool = False) -> dict[str, Any] | None:
         """The next event, or None after ``timeout`` seconds or once closed and drained.

@@ -15,8 +15,10 @@ from engine.fleet.snapshot import build_snapshot
 from reconciler.informer import Informer, Key
 from reconciler.informers import Informers, namespace_labels, source_of
 from reconciler.resources import NAMESPACES, RESOURCE_BINDINGS, Resource, default_resources
+from sandbox.errors import too_large_resource_version
 from sandbox.faults import Faults
 from sandbox.server import Sandbox
+from sandbox.store import Store
 from tests.sandbox.builders import binding, cluster, pytorchjob
 
 GROUP, VERSION, PLURAL = "work.karmada.io", "v1alpha2", "resourcebindings"
@@ -282,3 +284,49 @@ def test_namespace_labels_come_from_the_watch_of_namespaces(sandbox, api_client,
     core.patch_namespace("ml", {"metadata": {"labels": {"tenant": "vision"}}})
     relabelled = {"tenant": "vision", **name_label}
     wait_for(lambda: namespace_labels(informer, "ml") == relabelled, "the new labels")
+
+
+def test_a_server_restarted_with_its_state_reset_is_relisted(sandbox, custom, started):
+    """The API server comes back empty, its resourceVersions below the informer's: the watch
+    from the old one stays silent (no event is newer), so the informer checks its resume point
+    (a list not older than it: 504 ResourceVersionTooLarge) and relists."""
+    for i in range(30):
+        create(custom, f"old{i}")
+    informer = started(watch_timeout=1)
+    changes = record(informer)
+    assert informer.synced.wait(PATIENCE_S)
+    changes.clear()  # the first list's
+    sandbox.restart(Store(freshness_timeout=0.05))
+    for i in range(3):  # resourceVersions 4 to 6, far below the informer's
+        create(custom, f"new{i}")
+    wait_for(lambda: cache_state(informer) == server_state(sandbox), "the restarted server's state")
+    assert informer.lists == 2
+    heard = {key[1]: version for _, key, version in changes}
+    assert {name for name, version in heard.items() if version is None} == {
+        f"old{i}-pytorchjob" for i in range(30)
+    }
+    assert {name for name, version in heard.items() if version is not None} == {
+        f"new{i}-pytorchjob" for i in range(3)
+    }
+    create(custom, "later")  # and the watch from the new list's resourceVersion runs
+    wait_for(lambda: informer.get("default", "later-pytorchjob") is not None, "the new watch")
+
+
+def test_a_watch_answered_too_large_resource_version_relists(sandbox, custom, started):
+    """A server may refuse the watch itself (kube-apiserver does for a watch-list request):
+    504 with cause ResourceVersionTooLarge means relist, not back off and watch again."""
+    create(custom, "x")
+    refused: list[str] = []
+
+    def refuse_first_watch(method: str, path: str, query: dict[str, str]) -> None:
+        if query.get("watch") == "true" and path.endswith(PLURAL) and not refused:
+            refused.append(query.get("resourceVersion", ""))
+            raise too_large_resource_version(int(refused[0] or 0) + 5, int(refused[0] or 0))
+
+    sandbox.request_hooks.insert(0, refuse_first_watch)
+    informer = started()
+    assert informer.synced.wait(PATIENCE_S)
+    wait_for(lambda: informer.lists == 2, "the relist")
+    assert informer.errors == 0
+    create(custom, "y")
+    wait_for(lambda: informer.get("default", "y-pytorchjob") is not None, "the watch")
