@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo dry-run-demo bench-e2e lint bench bench-cel bench-instructions bench-webhook bench-sandbox bench-snapshot bench-simulate soak mutate clean
+.PHONY: test demo dry-run-demo bench-e2e lint bench bench-cel bench-instructions bench-webhook bench-sandbox bench-snapshot bench-simulate soak chaos mutate clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -78,6 +78,16 @@ SOAK_SECONDS ?= 60
 
 soak: $(STAMP)
 	$(BIN)/python benchmarks/soak.py --seconds $(SOAK_SECONDS)
+
+# Two fleetgate serve replicas; the leader SIGSTOPped and SIGKILLed mid-burst, in turn, while
+# CHAOS_JOBS jobs run: no write from a replica not holding the Lease, every job admitted once,
+# writes per binding (tests/reconciler/test_chaos.py; a smaller run is part of make test).
+CHAOS_JOBS ?= 1000
+CHAOS_STOPS ?= 6
+CHAOS_KILLS ?= 6
+chaos: $(STAMP)
+	CHAOS_JOBS=$(CHAOS_JOBS) CHAOS_STOPS=$(CHAOS_STOPS) CHAOS_KILLS=$(CHAOS_KILLS) \
+		$(BIN)/python -m pytest tests/reconciler/test_chaos.py -q -s
 
 # Mutation testing (not in CI) of engine/cycle/, engine/quantity.py and webhook/mutate.py, in a
 # scratch copy: mutmut rewrites the sources it mutates. Bounded by MUTATE_SECONDS; MUTANTS limits

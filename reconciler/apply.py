@@ -97,6 +97,13 @@ class Applier:
         # asked right before every write; False: this replica must not write (not the leader)
         self.gate: Callable[[], bool] | None = None
 
+        # what is left of the lease (reconciler.fence): a write's timeout ends inside it
+        self.remaining: Callable[[], float] | None = None
+
+    def _timeout(self) -> float:
+        if self.remaining is None:
+            return self.timeout
+        return max(0.001, min(self.timeout, self.remaining()))
     def apply(
         self,
         decision: Decision,
@@ -208,7 +215,7 @@ class Applier:
             # the answer is not read into a V1Event model: nothing uses it, and building one
             # cost more CPU than the request itself (docs/performance.md)
             answer = self.core.create_namespaced_event(
-                namespace, body, _request_timeout=self.timeout, _preload_content=False
+                namespace, body, _request_timeout=self._timeout(), _preload_content=False
             )
             answer.read()
             answer.release_conn()
@@ -230,7 +237,7 @@ class Applier:
                     else self.custom.patch_namespaced_custom_object
                 )
                 result = call(
-                    GROUP, VERSION, namespace, plural, name, body, _request_timeout=self.timeout
+                    GROUP, VERSION, namespace, plural, name, body, _request_timeout=self._timeout()
                 )
             else:
                 call = (
@@ -238,7 +245,7 @@ class Applier:
                     if status
                     else self.custom.patch_cluster_custom_object
                 )
-                result = call(GROUP, VERSION, plural, name, body, _request_timeout=self.timeout)
+                result = call(GROUP, VERSION, plural, name, body, _request_timeout=self._timeout())
         except ApiException as error:
             raise _translate(binding, what, error) from error
         except urllib3.exceptions.HTTPError as error:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import kubernetes
+import urllib3
 from kubernetes.client.exceptions import ApiException
 
 from engine import annotations as ann
@@ -204,7 +205,8 @@ class Keeper:
         while not self._stop.is_set():
             try:
                 self.run_once()
-            except (ApiException, OSError) as error:
+            except (ApiException, urllib3.exceptions.HTTPError, OSError) as error:
+                # a write fenced at the lease deadline (reconciler.fence) is one of these
                 log.warning("cannot store the last good policy set: %s", error)
             self._stop.wait(self.interval)
 

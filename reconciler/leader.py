@@ -14,7 +14,8 @@ it read (a 409 means another replica wrote first: no harm, try again later):
   stuck, ``lease_duration - renew_deadline`` before anyone else may take the lease. A replica
   that reads the Lease and finds another holder stops at once.
 
-Writers call :meth:`is_leader` right before every write (the reconciler's gate). On a clean
+Writers call :meth:`is_leader` right before every write (the reconciler's gate), and
+``reconciler.fence`` checks :meth:`deadline` again as each write leaves. On a clean
 stop the holder stops writing, then releases the Lease (empty ``holderIdentity``) so that a
 follower takes over at its next try instead of waiting for the lease to expire.
 """
@@ -139,6 +140,12 @@ class LeaderElector:
         """True while this replica holds the Lease and renewed it within the renew deadline."""
         with self._lock:
             return self._leading and self.clock() - self._renewed < self.config.renew_deadline
+
+    def deadline(self) -> float | None:
+        """The ``clock()`` time at which this replica stops being leader unless it renews
+        (None: it does not lead); ``reconciler.fence`` refuses writes that would leave later."""
+        with self._lock:
+            return self._renewed + self.config.renew_deadline if self._leading else None
 
     def wait_leader(self, timeout: float) -> bool:
         return self._became_leader.wait(timeout) and self.is_leader()

@@ -48,7 +48,7 @@ from flask import Flask, Response
 
 from engine.errors import FleetgateError
 from engine.policy.reload import PolicyHolder, PolicyWatcher
-from reconciler import lastgood
+from reconciler import fence, lastgood
 from reconciler.cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from reconciler.estimator import EstimatorClient
 from reconciler.estimatorargs import EstimatorSettingsError, settings_of
@@ -135,6 +135,10 @@ def start_all(args: argparse.Namespace, identity: str) -> Serving:
         )
         elector = LeaderElector(api, config)
     gate = elector.is_leader if elector is not None else None
+    fenced = None
+    if elector is not None:  # no write leaves after the lease deadline (reconciler.fence)
+        fenced = fence.Fence(elector.deadline)
+        fence.install(api, fenced)
     reconciler = Reconciler(
         api,
         holder,
@@ -145,6 +149,8 @@ def start_all(args: argparse.Namespace, identity: str) -> Serving:
         write_workers=getattr(args, "write_workers", DEFAULT_WRITE_WORKERS),
         estimator=estimator,
     )
+    if fenced is not None:
+        reconciler.applier.remaining = fenced.remaining
     serving = Serving(holder, api, reconciler, elector, estimator=estimator)
     if store is not None:
         leading = elector.is_leader if elector is not None else (lambda: True)

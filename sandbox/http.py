@@ -74,6 +74,9 @@ class ApiHandler(BaseHTTPRequestHandler):
         url = urlsplit(self.path)
         query = {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
         body = self._read_body()
+        if body is None:  # the client went away mid-request: nothing to do, nobody to answer
+            self.close_connection = True
+            return
         self._warnings = admission.collect_warnings()
         try:
             self._authenticate()
@@ -93,9 +96,15 @@ class ApiHandler(BaseHTTPRequestHandler):
             log.exception("sandbox API: %s %s failed", method, self.path)
             self._send_json(500, errors.internal(str(error)).status)
 
-    def _read_body(self) -> bytes:
+    def _read_body(self) -> bytes | None:
+        """The request's body; None when the client went away before all of it arrived (Go's
+        server reads ``unexpected EOF``, and kube-apiserver acts on no part of such a request)."""
         length = int(self.headers.get("Content-Length") or 0)
-        return self.rfile.read(length) if length else b""
+        try:
+            data = self.rfile.read(length) if length else b""
+        except OSError:  # a reset, or TLS cut off mid-record
+            return None
+        return data if len(data) == length else None
 
     def _authenticate(self) -> None:
         token = self.server.token
