@@ -10,6 +10,7 @@ in use, a certificate, key or --fleet file that cannot be read), 2 on usage erro
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import logging
 import signal
@@ -21,11 +22,13 @@ from typing import TYPE_CHECKING, Any
 from engine import argtypes
 
 if TYPE_CHECKING:
+    from reconciler.informer import Informer
     from webhook.fit import Fleet
 
 log = logging.getLogger("fleetgate.webhook")
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+NAMESPACE_SYNC = 30.0  # seconds the start waits for the first list of Namespaces
 
 
 def add_parser(subparsers: Any) -> None:
@@ -85,6 +88,15 @@ def add_parser(subparsers: Any) -> None:
         "check and PriorityClass values; without them the fit check is skipped and priorities "
         "are 0; a file that cannot be read stops the start (exit 1)",
     )
+    parser.add_argument(
+        "--kubeconfig",
+        type=Path,
+        metavar="FILE",
+        help="the Karmada API server, to watch Namespaces: a job its namespace may not put in "
+        "its queue (Queue.spec.namespaceSelector) is then denied here too; without it the "
+        "cycle alone rejects it (QueueNotAllowed)",
+    )
+    parser.add_argument("--context", help="the kubeconfig context (default: its current one)")
     parser.add_argument("--revision", help="git revision recorded in the policy version")
     parser.add_argument(
         "--tls-reload-interval",
@@ -160,7 +172,17 @@ def run(args: argparse.Namespace) -> int:
     poller = policy_poller(holder, args.policy_reload_interval, args.policy_settle)
     if not holder.reload(expected=poller.seen):
         log.error("no valid policy set in %s; serving 503 until one loads", directory)
-    app = create_app(holder, fleet=fleet)
+    try:
+        watched = _namespaces(args.kubeconfig, args.context)
+    except FleetgateError as err:
+        print(f"fleetgate webhook: cannot start: {err}", file=sys.stderr)
+        return EXIT_FAILED
+    labels = None
+    if watched is not None:
+        from reconciler.informers import namespace_labels
+
+        labels = functools.partial(namespace_labels, watched)
+    app = create_app(holder, fleet=fleet, namespaces=labels)
     stats = app.extensions["fleetgate.metrics"]
     tls = None if args.insecure_http else (args.tls_cert, args.tls_key)
     if tls is None:
@@ -194,7 +216,25 @@ def run(args: argparse.Namespace) -> int:
         stop.wait()
     log.info("shutting down")
     server.stop()
+    if watched is not None:
+        watched.stop()
     return EXIT_OK
+
+
+def _namespaces(kubeconfig: Path | None, context: str | None) -> Informer | None:
+    """A started watch of Namespaces on the API server of ``kubeconfig`` (None without one)."""
+    if kubeconfig is None:
+        return None
+    from reconciler.informer import Informer
+    from reconciler.resources import NAMESPACES
+    from reconciler.serve import api_client
+
+    client = api_client(kubeconfig, context, "webhook")
+    client.user_agent = "fleetgate-webhook"
+    informer = Informer(client, NAMESPACES).start()
+    if not informer.synced.wait(NAMESPACE_SYNC):
+        log.warning("Namespaces not listed within %gs; checked once they are", NAMESPACE_SYNC)
+    return informer
 
 
 def _tune_for_latency() -> None:

@@ -26,8 +26,11 @@ from engine.policy.policyset import load_policy_set
 from engine.policy.reload import PolicyHolder
 from engine.policy.source import policy_files
 from tests.conftest import REPO
+from tests.sandbox.conftest import api_client, kubeconfig, sandbox
 from tests.webhook.helpers import created_binding, review, write_certificates
 from webhook.poll import Poller, fingerprint
+
+__all__ = ["api_client", "kubeconfig", "sandbox"]  # fixtures used by name
 
 PATIENCE_S = 15.0
 
@@ -317,3 +320,38 @@ def test_a_certificate_that_does_not_load_names_both_files(tmp_path):
     done = refused(["--tls-cert", str(cert), "--tls-key", str(key), "--port", "0"])
     assert done.returncode == 1
     assert f"cannot start: certificate {cert} and key {key} do not load as a PEM" in done.stderr
+
+
+def test_with_a_kubeconfig_the_command_denies_a_queue_the_namespace_may_not_use(
+    tmp_path, sandbox, api_client, kubeconfig
+):
+    # catches: the standalone webhook letting any namespace into any queue (issue 29, item 1):
+    # it watches Namespaces on the API server of --kubeconfig and denies as the cycle rejects
+    import kubernetes
+
+    from tests.webhook.test_validate import pytorchjob
+
+    core = kubernetes.client.CoreV1Api(api_client)
+    for name in ("scratch", "research"):
+        core.create_namespace({"metadata": {"name": name}})
+    process, port, _ = start(
+        ["--policies", str(REPO / "policies"), "--insecure-http", "--host", "127.0.0.1",
+         "--port", "0", "--kubeconfig", str(kubeconfig)]
+    )  # fmt: skip
+    try:
+        answers = {}
+        for namespace in ("scratch", "research"):
+            job = pytorchjob()  # research-training, by its label
+            job["metadata"]["namespace"] = namespace
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+            conn.request("POST", "/validate/workloads", json.dumps(review(job)))
+            answers[namespace] = json.loads(conn.getresponse().read())["response"]
+            conn.close()
+    finally:
+        assert stop(process) == 0
+    assert answers["research"]["allowed"] is True
+    assert answers["scratch"]["allowed"] is False
+    assert (
+        "namespace scratch may not use queue research-training"
+        in (answers["scratch"]["status"]["message"])
+    )
