@@ -104,6 +104,7 @@ class Applier:
         if self.remaining is None:
             return self.timeout
         return max(0.001, min(self.timeout, self.remaining()))
+
     def apply(
         self,
         decision: Decision,
