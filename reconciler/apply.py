@@ -24,6 +24,7 @@ from kubernetes.client.exceptions import ApiException
 from engine import annotations as ann
 from engine.cycle.model import Decision
 from engine.errors import FleetgateError
+from reconciler.adopt import Adoption
 from reconciler.events import event_body
 from reconciler.groupphase import MemberPlan, Unplan
 from reconciler.groupplan import GroupRollback, plan_rollback
@@ -168,6 +169,23 @@ class Applier:
             return Outcome.CONFLICT, binding
         except _Gone:
             return Outcome.GONE, binding
+
+    def adopt(
+        self, adoption: Adoption, binding: Mapping[str, Any]
+    ) -> tuple[Outcome, Mapping[str, Any]]:
+        """Record a placed binding fleetgate's webhook never saw as admitted where it runs
+        (``reconciler.adopt``): the adoption's merge patch, then its Event. The outcome and the
+        binding as the API server now holds it (the cycle of the same pass reads that)."""
+        if adoption.binding != _ref(binding):
+            raise PlanError(f"adoption of {adoption.binding} applied to binding {_ref(binding)}")
+        try:
+            written = self._patch(binding, adoption.patch, status=False)
+        except _Conflict:
+            return Outcome.CONFLICT, binding
+        except _Gone:
+            return Outcome.GONE, binding
+        self._event(written, Plan(event=adoption.event), self.clock())
+        return Outcome.APPLIED, written
 
     def _send(self, binding: Mapping[str, Any], writes: Plan, now: dt.datetime) -> Outcome:
         """The plan's spec patch, then its status, then its Event."""

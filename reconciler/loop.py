@@ -20,6 +20,9 @@ timeout) and writes those transitions before the cycle's decisions, with the sam
 and dirty handling; decisions on a job it reclaims are skipped (the next pass decides it again
 as requeued). ``PassSummary.requeued`` and ``gave_up`` count them.
 
+Adoption (:mod:`reconciler.adopt`): before the cycle, a pass adopts the placed bindings the
+webhook never saw (no label, no admission, in scope) and its cycle reads them as written.
+
 Estimators (:mod:`reconciler.estimator`, when given): before the cycle, each Ready member's
 karmada-scheduler-estimator is asked about the pending jobs' pod shapes; the answers go into
 ``Snapshot.estimates`` and the calls into ``PassSummary.estimator_requests``.
@@ -55,11 +58,12 @@ from engine.gcpause import collector_paused
 from engine.policy.policyset import PolicySet
 from engine.policy.reload import NoPolicySetError
 from reconciler import groupplan, lifecycle
+from reconciler.adopt import ADOPTED, Adopter, Adoption, ref_of
 from reconciler.apply import Applier, Outcome, utc_now
 from reconciler.estimator import Asked, EstimatorClient
 from reconciler.groupphase import PLANNED, MemberPlan, Unplan
 from reconciler.informer import Key
-from reconciler.informers import Informers
+from reconciler.informers import Informers, source_of
 from reconciler.passes import Attempt, PassSummary, Write, what_of
 from reconciler.resources import CLUSTER_RESOURCE_BINDINGS, RESOURCE_BINDINGS
 from reconciler.settled import Settled
@@ -71,6 +75,8 @@ DIRTY_RETRY = 1.0  # seconds before a pass looks again at dirty bindings no even
 ERROR_BACKOFF = (0.5, 30.0)  # seconds: first and largest wait after a failed pass
 SYNC_POLL = 0.5  # seconds between looks at whether every informer has listed
 NO_POLICIES_RETRY = 2.0  # seconds between looks for a policy set while none is live
+BINDING_SOURCES = frozenset(source_of(r) for r in (RESOURCE_BINDINGS, CLUSTER_RESOURCE_BINDINGS))
+Objects = list[tuple[str, Mapping[str, Any]]]
 
 
 class PolicySource(Protocol):
@@ -115,6 +121,7 @@ class Reconciler:
         self.reads = ReadMemo()
         self.settled = Settled()  # Pending decisions found written: not planned again
         self.cache = JobCache()
+        self.adopter = Adopter()  # placed bindings the webhook never saw (reconciler.adopt)
         self.dirty: dict[str, str] = {}  # binding ref → the resourceVersion a write met 409/404 on
         self.due: dt.datetime | None = None  # when time alone next changes a decision (lifecycle)
         self.passes = 0
@@ -212,7 +219,8 @@ class Reconciler:
             started = time.perf_counter()
             moment = now if now is not None else self.clock()
             policies = self.policies.current
-            snapshot = build_snapshot(self.informers.snapshot_objects(), self.reads)
+            adopted, objects = self._adopt(self.informers.snapshot_objects(), policies, moment)
+            snapshot = build_snapshot(objects, self.reads)
             asked = Asked()
             if self.estimator is not None:
                 shapes = shapes_wanted(snapshot, policies, moment, self.cache)
@@ -229,6 +237,8 @@ class Reconciler:
             self.last_snapshot = snapshot
             summary = PassSummary(result.policy_version, len(result.decisions))
             summary.estimator_requests = dict(asked.requests)
+            for attempt in adopted:
+                self._count(attempt, summary)
             # a group placed below its minimum, or a group plan half-applied that cannot be
             # completed, leaves whole; a group is bound in two phases (reconciler.groupplan)
             mapped_of = groupplan.mapped_source(snapshot, policies, self.cache, moment)
@@ -259,6 +269,32 @@ class Reconciler:
             self._notify(result, summary)
             log.debug("reconciler pass: %s", summary)
             return summary
+
+    def _adopt(
+        self, objects: Objects, policies: PolicySet, now: dt.datetime
+    ) -> tuple[list[Attempt], Objects]:
+        """Adopt what the webhook never saw (reconciler.adopt): the attempts, and the objects
+        with each adopted binding as written (this pass's view; the watch updates the cache)."""
+        bindings = (obj for source, obj in objects if source in BINDING_SOURCES)
+        found = self.adopter.find(bindings, policies, now)
+        if not found:
+            return [], objects
+        written: dict[str, Mapping[str, Any]] = {}
+
+        def write(adoption: Adoption, binding: Mapping[str, Any]) -> Outcome:
+            outcome, obj = self.applier.adopt(adoption, binding)
+            if outcome == Outcome.APPLIED:
+                written[adoption.binding] = obj
+            return outcome
+
+        attempts = self.writers.run(
+            [partial(self._attempt, a.binding, ADOPTED, partial(write, a)) for a in found]
+        )
+        if written:
+            objects = [
+                (s, written.get(ref_of(o), o) if s in BINDING_SOURCES else o) for s, o in objects
+            ]
+        return attempts, objects
 
     def _transitions(
         self,
@@ -358,7 +394,7 @@ class Reconciler:
         if self.gate is not None and not self.gate():
             return Attempt(ref, what, None, "")  # not (or no longer) the leader: write nothing
         binding = self._cached(ref)
-        if binding is None or not _managed(binding):
+        if binding is None or not (_managed(binding) or what == ADOPTED):
             return Attempt(ref, what, None, "")
         version = _version(binding)
         stale = self.dirty.get(ref)
