@@ -12,8 +12,10 @@
   and one pass ran).
 
 Everything comes from one pass (``reconciler.jobsview.PassView``, built on the first request
-after the pass). Errors are Kubernetes ``Status`` objects: 400 for a bad parameter, 404 for an
-unknown job or queue, 503 before the first pass; never a 500 for a user's mistake.
+after the pass); on a follower, which runs none, from a preview of the cycle over its own warm
+caches (``reconciler.preview``), so any replica answers. Errors are Kubernetes ``Status``
+objects: 400 for a bad parameter, 404 for an unknown job or queue, 503 before the first pass
+(or, on a follower, before its caches listed everything); never a 500 for a user's mistake.
 """
 
 from __future__ import annotations
@@ -27,13 +29,19 @@ from typing import TYPE_CHECKING, Any
 from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException
 
+from engine import untrusted
 from engine.annotations import format_time
 from engine.cycle.jobcache import JobCache
 from engine.cycle.model import CycleResult
 from engine.fleet.model import Snapshot
 from engine.policy.policyset import PolicySet
+from engine.policy.reload import NoPolicySetError
+from reconciler.apiauth import ERRORS as AUTH_ERRORS
+from reconciler.apiauth import OPEN_PATHS, Delegated, attributes_of
 from reconciler.jobsview import STATES, PassView, build_view
 from reconciler.metrics import CONTENT_TYPE, ReconcilerMetrics
+from reconciler.preview import Preview, Taken
+from reconciler.visibility import GROUP, RequestHeader, create_visibility_app, redacted
 
 if TYPE_CHECKING:
     from reconciler.loop import PassSummary, Reconciler
@@ -58,7 +66,9 @@ class LatestPass:
         self._cache = JobCache()  # the view's own: the reconciler's belongs to its thread
         self._pass: tuple[CycleResult, Snapshot | None, PolicySet] | None = None
         self._view: PassView | None = None
+        self._preview: tuple[Taken, PassView] | None = None
         self.reconciler = reconciler
+        self.preview = Preview(reconciler)  # what a follower serves (reconciler.preview)
         if reconciler.last_result is not None:
             self._take(reconciler.last_result)
         reconciler.observers.append(self.observe)
@@ -81,6 +91,9 @@ class LatestPass:
         return taken[0].policy_version if taken is not None else ""
 
     def view(self) -> PassView:
+        gate = getattr(self.reconciler, "gate", None)
+        if gate is not None and not gate():  # a follower answers from its own caches
+            return self._follower_view()
         with self._lock:
             if self._pass is None:
                 raise ApiError(
@@ -93,15 +106,37 @@ class LatestPass:
                 self._view = build_view(*self._pass, self._cache)
             return self._view
 
+    def _follower_view(self) -> PassView:
+        if not self.reconciler.wait_synced(0):
+            raise ApiError(
+                503, "ServiceUnavailable", "this replica's caches have not listed everything yet"
+            )
+        try:
+            taken = self.preview.take()
+        except NoPolicySetError as error:
+            raise ApiError(503, "ServiceUnavailable", str(error)) from error
+        with self._lock:
+            if self._preview is None or self._preview[0] is not taken:
+                self._preview = (taken, build_view(*taken, self._cache))
+            return self._preview[1]
 
-def create_app(reconciler: Reconciler, metrics: ReconcilerMetrics | None = None) -> Flask:
+
+def create_app(
+    reconciler: Reconciler,
+    metrics: ReconcilerMetrics | None = None,
+    auth: Delegated | None = None,
+) -> Flask:
     """The read-only API over ``reconciler``'s passes; ``metrics`` (default: a new one) is
-    attached to it as an observer (once, when it already is)."""
+    attached to it as an observer (once, when it already is). With ``auth``, every request
+    but the probes, ``/leader`` and ``/metrics`` needs a bearer token the API server knows, and
+    RBAC's leave for what it reads (``reconciler.apiauth``)."""
     metrics = (metrics or ReconcilerMetrics()).attach(reconciler)
     latest = LatestPass(reconciler)
     app = Flask("fleetgate.api")
     app.config["fleetgate.metrics"] = metrics
     app.config["fleetgate.latest"] = latest
+    if auth is not None:
+        app.before_request(lambda: _authorized(auth))
 
     @app.get("/api/v1/queues")
     def queues() -> Response:
@@ -125,26 +160,32 @@ def create_app(reconciler: Reconciler, metrics: ReconcilerMetrics | None = None)
         view = latest.view()
         queue_name = request.args.get("queue") or ""
         state = request.args.get("state") or ""
+        namespace = request.args.get("namespace") or ""
         limit = _limit(request.args.get("limit"))
         if state and state not in STATES:
             raise ApiError(400, "BadRequest", f"state {state!r} is not one of {', '.join(STATES)}")
         if queue_name and view.queue(queue_name) is None:
             raise _not_found("queue", queue_name)
-        after = _continue_from(request.args.get("continue"), queue_name, state)
+        after = _continue_from(request.args.get("continue"), queue_name, state, namespace)
         queues = view.subtree(queue_name) if queue_name else None
         matching = [
             e
             for e in view.jobs
-            if (queues is None or e.queue in queues) and (not state or e.state == state)
+            if (queues is None or e.queue in queues)
+            and (not state or e.state == state)
+            and (not namespace or e.ref.split("/", 1)[0] == namespace)
         ]
         start = next((i for i, e in enumerate(matching) if e.ref > after), len(matching))
         page = matching[start : start + limit]
         rest = len(matching) - start - len(page)
         meta = _meta(view)
         if rest:
-            meta["metadata"]["continue"] = _token(page[-1].ref, queue_name, state)
+            meta["metadata"]["continue"] = _token(page[-1].ref, queue_name, state, namespace)
             meta["metadata"]["remainingItemCount"] = rest
         items = [e.item for e in page]
+        if namespace and auth is not None:  # a tenant's view: no other namespace's job named
+            known = frozenset(e.ref.split("/", 1)[0] for e in view.jobs)
+            items = [redacted(i, namespace, known) for i in items]
         return _json({"kind": "JobList", "apiVersion": API_VERSION, **meta, "items": items})
 
     @app.get("/api/v1/jobs/<namespace>/<name>")
@@ -153,8 +194,11 @@ def create_app(reconciler: Reconciler, metrics: ReconcilerMetrics | None = None)
         entry = view.find(namespace, name)
         if entry is None:
             raise _not_found("job", f"{namespace}/{name}")
-        body = {"kind": "Job", "apiVersion": API_VERSION, **_meta(view), **view.detail(entry)}
-        return _json(body)
+        detail = view.detail(entry)
+        if auth is not None:  # a tenant's view: no other namespace's job named
+            known = frozenset(e.ref.split("/", 1)[0] for e in view.jobs)
+            detail = redacted(detail, namespace, known)
+        return _json({"kind": "Job", "apiVersion": API_VERSION, **_meta(view), **detail})
 
     @app.get("/metrics")
     def metrics_text() -> Response:
@@ -187,17 +231,44 @@ def create_app(reconciler: Reconciler, metrics: ReconcilerMetrics | None = None)
             return _text(f"ok: a follower (no pass runs here until it leads){version}", 200)
         return _text("not ready: no reconciler pass has run yet", 503)
 
-    @app.errorhandler(ApiError)
-    def api_error(error: ApiError) -> Response:
-        return _status(error.code, error.reason, error.message, error.details)
-
-    @app.errorhandler(HTTPException)
-    def http_error(error: HTTPException) -> Response:
-        code = error.code or 500
-        reason = {404: "NotFound", 405: "MethodNotAllowed"}.get(code, "BadRequest")
-        return _status(code, reason, error.description or error.name, {})
-
+    app.register_error_handler(ApiError, _api_error)
+    app.register_error_handler(HTTPException, _http_error)
     return app
+
+
+def _authorized(auth: Delegated) -> Response | None:
+    """None when the request may go on; else the Status that refuses it (401, 403, or 503
+    when the API server cannot be asked)."""
+    if request.path in OPEN_PATHS:
+        return None
+    header = request.headers.get("Authorization", "")
+    if not header.startswith("Bearer ") or not header[7:].strip():
+        return _answer(401, "Unauthorized", "Unauthorized")
+    asked = attributes_of(request.path, dict(request.args))
+    try:
+        caller = auth.authenticate(header[7:].strip())
+        if caller is None:
+            return _answer(401, "Unauthorized", "Unauthorized")
+        if asked is None or auth.allowed(caller, asked):
+            return None  # an unknown path is Flask's 404
+    except AUTH_ERRORS as error:
+        return _answer(503, "ServiceUnavailable", f"cannot ask the API server: {error}")
+    who = untrusted.echo(caller.user)
+    return _answer(
+        403,
+        "Forbidden",
+        f'{asked.resource}.{GROUP} is forbidden: User "{who}" cannot {asked.said()}',
+    )
+
+
+def _api_error(error: ApiError) -> Response:
+    return _status(error.code, error.reason, error.message, error.details)
+
+
+def _http_error(error: HTTPException) -> Response:
+    code = error.code or 500
+    reason = {404: "NotFound", 405: "MethodNotAllowed"}.get(code, "BadRequest")
+    return _status(code, reason, error.description or error.name, {})
 
 
 def _meta(view: PassView) -> dict[str, Any]:
@@ -219,26 +290,30 @@ def _limit(text: str | None) -> int:
     return min(value, MAX_LIMIT)
 
 
-def _token(after: str, queue: str, state: str) -> str:
-    raw = json.dumps({"after": after, "queue": queue, "state": state}, separators=(",", ":"))
+def _token(after: str, queue: str, state: str, namespace: str) -> str:
+    said = {"after": after, "queue": queue, "state": state}
+    if namespace:
+        said["namespace"] = namespace
+    raw = json.dumps(said, separators=(",", ":"))
     return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
 
 
-def _continue_from(token: str | None, queue: str, state: str) -> str:
+def _continue_from(token: str | None, queue: str, state: str, namespace: str) -> str:
     """The binding after which a continued list starts ('' for the first page)."""
     if not token:
         return ""
     try:
         decoded = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
-        after, issued = str(decoded["after"]), (decoded["queue"], decoded["state"])
-    except (binascii.Error, ValueError, KeyError, TypeError):
+        after = str(decoded["after"])
+        issued = (decoded["queue"], decoded["state"], decoded.get("namespace", ""))
+    except (binascii.Error, ValueError, KeyError, TypeError, AttributeError):
         raise ApiError(400, "BadRequest", "continue is not a token this API issued") from None
-    if issued != (queue, state):
+    if issued != (queue, state, namespace):
         raise ApiError(
             400,
             "BadRequest",
-            f"continue was issued for queue={issued[0]!r} state={issued[1]!r}; "
-            "repeat those parameters with it",
+            f"continue was issued for queue={issued[0]!r} state={issued[1]!r} "
+            f"namespace={issued[2]!r}; repeat those parameters with it",
         )
     return after
 
@@ -268,3 +343,17 @@ def _json(body: dict[str, Any], code: int = 200) -> Response:
 
 def _text(body: str, code: int) -> Response:
     return Response(body + "\n", status=code, mimetype="text/plain")
+
+
+def visibility_app(app: Flask, config: RequestHeader) -> Flask:
+    """The aggregated visibility API (``reconciler.visibility``) over the same latest pass as
+    ``app`` (an app of :func:`create_app`): one view, two doors."""
+    latest: LatestPass = app.config["fleetgate.latest"]
+    served = create_visibility_app(latest.view, config, _answer, _json)
+    served.register_error_handler(ApiError, _api_error)
+    served.register_error_handler(HTTPException, _http_error)
+    return served
+
+
+def _answer(code: int, reason: str, message: str) -> Response:
+    return _status(code, reason, message, {})

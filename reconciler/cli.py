@@ -51,7 +51,25 @@ def add_parser(subparsers: Any) -> None:
         help="bind: fleetgate writes spec.clusters; release: it lifts the scheduling "
         "suspension and Karmada's scheduler places the job (bind)",
     )
-    parser.add_argument("--host", default="0.0.0.0", help="address of the HTTP API (0.0.0.0)")
+    parser.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address of the HTTP API (127.0.0.1: this machine only; any other address turns "
+        "on --api-auth delegated unless told otherwise)",
+    )
+    parser.add_argument(
+        "--api-auth",
+        choices=("auto", "delegated", "none"),
+        default="auto",
+        help="who may read /api/v1: delegated: a bearer token the API server knows "
+        "(TokenReview) and RBAC's leave (SubjectAccessReview, group visibility.fleetgate.io); "
+        "none: anyone who reaches the port; auto: delegated unless --host is a loopback address",
+    )
+    parser.add_argument(
+        "--tls-host",
+        default="0.0.0.0",
+        help="address of the HTTPS servers (--webhook-port, --visibility-port) (0.0.0.0)",
+    )
     parser.add_argument(
         "--port", type=argtypes.port, default=8080, help="HTTP API port (8080; 0: any free port)"
     )
@@ -61,6 +79,14 @@ def add_parser(subparsers: Any) -> None:
         metavar="N",
         help="also serve the admission webhook over HTTPS on this port (needs --tls-cert and "
         "--tls-key)",
+    )
+    parser.add_argument(
+        "--visibility-port",
+        type=argtypes.port,
+        metavar="N",
+        help="also serve the visibility API (visibility.fleetgate.io, an aggregated API behind "
+        "the API server's APIService) over HTTPS on this port (needs --tls-cert and --tls-key; "
+        "the front proxy's CA comes from kube-system/extension-apiserver-authentication)",
     )
     parser.add_argument("--tls-cert", type=Path, metavar="FILE", help="webhook certificate (PEM)")
     parser.add_argument("--tls-key", type=Path, metavar="FILE", help="webhook private key (PEM)")

@@ -78,6 +78,8 @@ class Serving:
     watcher: PolicyWatcher | None = None
     estimator: EstimatorClient | None = None
     keeper: lastgood.Keeper | None = None  # stores the last good policy set (the leader)
+    api_app: Flask | None = None  # the read API's app (the visibility API shares its view)
+    auth: Any = None  # reconciler.apiauth.Delegated when the read API asks who calls
     servers: list[Any] = field(default_factory=list)  # webhook.serve.WebhookServer
     addresses: dict[str, str] = field(default_factory=dict)  # "api"/"webhook" → URL
 
@@ -164,9 +166,13 @@ def start_all(args: argparse.Namespace, identity: str) -> Serving:
             elector.start()
         if serving.keeper is not None:
             serving.keeper.start()
+        serving.auth = _api_auth(args, api)
         _serve_api(serving, args.host, args.port)
+        tls_host = getattr(args, "tls_host", args.host)
         if args.webhook_port is not None:
-            _serve_webhook(serving, args.host, args.webhook_port, args.tls_cert, args.tls_key)
+            _serve_webhook(serving, tls_host, args.webhook_port, args.tls_cert, args.tls_key)
+        if getattr(args, "visibility_port", None) is not None:
+            _serve_visibility(serving, tls_host, args.visibility_port, args.tls_cert, args.tls_key)
     except (OSError, FleetgateError) as error:
         stop_all(serving, 10.0)
         raise ServeError(f"cannot start: {error}") from error
@@ -208,6 +214,7 @@ def _serve_api(serving: Serving, host: str, port: int) -> None:
     from webhook.serve import WebhookServer
 
     app = api_app(serving)
+    serving.api_app = app  # the visibility API serves the same latest pass
     server = WebhookServer(app, host, port, threads=4)
     server.start()
     serving.servers.append(server)
@@ -232,13 +239,63 @@ def _serve_webhook(
     serving.addresses["webhook"] = f"https://{bound_host}:{bound_port}"
 
 
+def _api_auth(args: argparse.Namespace, api: kubernetes.client.ApiClient) -> Any:
+    """The read API's authentication (``reconciler.apiauth``), or None: anyone who reaches it
+    (``--api-auth none``, or ``auto`` on a loopback address)."""
+    import ipaddress
+
+    from reconciler.apiauth import Delegated
+
+    chosen = getattr(args, "api_auth", "none")
+    if chosen == "auto":
+        try:
+            local = ipaddress.ip_address(args.host).is_loopback
+        except ValueError:
+            local = args.host == "localhost"
+        chosen = "none" if local else "delegated"
+    if chosen == "none":
+        if getattr(args, "api_auth", "none") == "none" and args.host not in ("127.0.0.1", "::1"):
+            log.warning("the read API on %s answers anyone (--api-auth none)", args.host)
+        return None
+    return Delegated(api)
+
+
+def _serve_visibility(
+    serving: Serving, host: str, port: int, cert: Path | None, key: Path | None
+) -> None:
+    """The aggregated visibility API (``reconciler.visibility``) over HTTPS, asking for the
+    front proxy's client certificate (its CA from ``extension-apiserver-authentication``)."""
+    from kubernetes.client.exceptions import ApiException
+
+    from reconciler.api import visibility_app
+    from reconciler.visibility import AUTHENTICATION_CONFIGMAP, read_request_header
+    from webhook.serve import WebhookServer
+
+    if cert is None or key is None:
+        raise ServeError("--visibility-port needs --tls-cert and --tls-key")
+    where = "/".join(AUTHENTICATION_CONFIGMAP)
+    try:
+        config = read_request_header(serving.api)
+    except ApiException as error:
+        why = f"{error.status} {error.reason}"
+        raise ServeError(f"cannot read the ConfigMap {where}: {why}") from error
+    if config is None:
+        raise ServeError(f"the ConfigMap {where} names no requestheader-client-ca-file")
+    served = visibility_app(serving.api_app, config)
+    server = WebhookServer(served, host, port, tls=(cert, key), client_ca=config.client_ca)
+    server.start()
+    serving.servers.append(server)
+    bound_host, bound_port = server.address
+    serving.addresses["visibility"] = f"https://{bound_host}:{bound_port}"
+
+
 def api_app(serving: Serving) -> Flask:
     """The read API of :mod:`reconciler.api` (with /metrics and the probes) and the policy
     metrics, plus ``/leader`` and any probe it does not answer itself."""
     from reconciler.api import create_app
     from webhook.metrics import PolicyCollector
 
-    app = create_app(serving.reconciler)
+    app = create_app(serving.reconciler, auth=serving.auth)
     # the policy set's state (fleetgate_policy_*), as the webhook's /metrics has it
     app.config["fleetgate.metrics"].registry.register(PolicyCollector(serving.holder))
     taken = {rule.rule for rule in app.url_map.iter_rules()}
@@ -270,9 +327,13 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(
         level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    if args.webhook_port is not None and (args.tls_cert is None or args.tls_key is None):
-        print("fleetgate serve: --webhook-port needs --tls-cert and --tls-key", file=sys.stderr)
-        return EXIT_USAGE
+    for flag, port in (
+        ("--webhook-port", args.webhook_port),
+        ("--visibility-port", args.visibility_port),
+    ):
+        if port is not None and (args.tls_cert is None or args.tls_key is None):
+            print(f"fleetgate serve: {flag} needs --tls-cert and --tls-key", file=sys.stderr)
+            return EXIT_USAGE
     try:
         settings_of(args)
     except EstimatorSettingsError as error:

@@ -38,8 +38,10 @@ class CertificateError(FleetgateError):
     """A serving certificate or key that cannot be loaded; the message names the file."""
 
 
-def tls_context(cert: Path, key: Path) -> ssl.SSLContext:
-    """A server context for ``cert`` (PEM, chain allowed) and ``key``; TLS 1.2 or newer."""
+def tls_context(cert: Path, key: Path, client_ca: bytes | None = None) -> ssl.SSLContext:
+    """A server context for ``cert`` (PEM, chain allowed) and ``key``; TLS 1.2 or newer. With
+    ``client_ca`` (PEM), a client certificate is asked for and, when sent, must chain to it (a
+    client may send none: the app decides what such a request may do)."""
     for what, path in (("certificate", cert), ("key", key)):
         try:
             with Path(path).open("rb"):
@@ -56,6 +58,12 @@ def tls_context(cert: Path, key: Path) -> ssl.SSLContext:
             f"certificate {cert} and key {key} do not load as a PEM certificate (chain) and "
             f"its private key: {why}"
         ) from err
+    if client_ca is not None:
+        try:
+            context.load_verify_locations(cadata=client_ca.decode())
+        except (ssl.SSLError, ValueError, UnicodeDecodeError) as err:
+            raise CertificateError(f"the client CA does not load as PEM: {err}") from err
+        context.verify_mode = ssl.CERT_OPTIONAL
     return context
 
 
@@ -71,9 +79,11 @@ class CertificateReloader:
         on_reload: Callable[[bool], None] | None = None,
         *,
         seen: Hashable | None = None,
+        client_ca: bytes | None = None,
     ) -> None:
         self._adapter = adapter
         self._files = (Path(cert), Path(key))
+        self._client_ca = client_ca
         self._on_reload = on_reload
         self.reloads = 0
         self.poller = Poller(
@@ -86,7 +96,7 @@ class CertificateReloader:
 
     def _reload(self) -> None:
         try:
-            context = tls_context(*self._files)
+            context = tls_context(*self._files, self._client_ca)
         except CertificateError as err:
             log.warning("serving certificate changed but does not load (%s); keeping the old", err)
             if self._on_reload:
@@ -122,6 +132,7 @@ class WebhookServer:
         request_timeout: float = 2.0,
         idle_timeout: float = 10.0,
         max_connections: int = 256,
+        client_ca: bytes | None = None,
     ) -> None:
         if threads < 1:
             raise FleetgateError("--threads must be at least 1")
@@ -148,12 +159,18 @@ class WebhookServer:
         if tls is not None:
             cert, key = tls
             before = fingerprint((Path(cert), Path(key)))  # before loading: see Poller
-            context = tls_context(cert, key)  # first: its errors name the file
+            context = tls_context(cert, key, client_ca)  # first: its errors name the file
             adapter = LazyHandshakeAdapter(str(cert), str(key))
             adapter.context = context
             self._server.ssl_adapter = adapter
             self.reloader = CertificateReloader(
-                adapter, cert, key, reload_interval, on_certificate_reload, seen=before
+                adapter,
+                cert,
+                key,
+                reload_interval,
+                on_certificate_reload,
+                seen=before,
+                client_ca=client_ca,
             )
         self._thread: threading.Thread | None = None
 

@@ -235,6 +235,9 @@ class RequestGate:
             if not conn.handshaken:
                 sock.do_handshake()
                 conn.handshaken = True
+                if sock.getpeercert():  # a verified client certificate: its subject, as
+                    # cheroot's adapter names it (SSL_CLIENT_VERIFY, SSL_CLIENT_S_DN_CN, …)
+                    conn.ssl_env = {**conn.ssl_env, **self._server.ssl_adapter.get_environ(sock)}
             answered = 0
             while True:
                 while request_complete(waiting.buffer):

@@ -39,6 +39,8 @@ class ServeProcess:
             "127.0.0.1",
             "--port",
             "0",
+            "--tls-host",
+            "127.0.0.1",
             "--identity",
             identity,
             "--lease-namespace",

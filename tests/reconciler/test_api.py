@@ -195,12 +195,26 @@ def test_the_view_follows_the_latest_pass(world: tuple[Reconciler, FlaskClient])
     assert get(client, "/api/v1/queues")["metadata"]["decidedAt"] == "2025-03-10T11:00:00Z"
 
 
-def test_a_follower_is_ready_once_synced_without_a_pass(
+def test_a_follower_answers_from_its_own_caches_without_a_pass(
     world: tuple[Reconciler, FlaskClient],
 ) -> None:
+    # catches: a follower answering 503, so that a Service over every replica failed one
+    # request in N (issue 29, item 2)
     rec, client = world
     rec.gate = lambda: False  # leader election: another replica leads, this one runs no pass
     assert client.get("/readyz").status_code == 200
-    assert "follower" in get(client, "/api/v1/jobs", 503)["message"]
+    follower = get(client, "/api/v1/jobs")
+    assert rec.passes == 0 and follower["items"]  # no pass ran, nothing was written
+    assert get(client, "/api/v1/jobs/research/vit-probe")["state"] == "admitted"
+    rec.gate = None  # it leads now: its own pass, on the same caches, says the same
+    rec.run_once(NOW)
+    leader = get(client, "/api/v1/jobs")
+
+    def said(items: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
+        return [(i["binding"], i["state"], i["reason"]) for i in items]
+
+    assert said(follower["items"]) == said(leader["items"])
+    rec.gate = lambda: False
     rec.informers.synced = False  # type: ignore[attr-defined]
     assert client.get("/readyz").status_code == 503
+    assert get(client, "/api/v1/jobs", 503)["reason"] == "ServiceUnavailable"

@@ -99,11 +99,20 @@ def test_the_role_and_bindings_name_the_reconcilers_account(rendered):
         ("", "configmaps"): {"create", "get", "update"},
     }
     subject = {"kind": "ServiceAccount", "name": NAME, "namespace": namespace}
-    for kind, role_kind, role_name in (
-        ("ClusterRoleBinding", "ClusterRole", NAME),
-        ("RoleBinding", "Role", role["metadata"]["name"]),
+    for kind, name, role_kind, role_name in (
+        ("ClusterRoleBinding", NAME, "ClusterRole", NAME),
+        ("RoleBinding", role["metadata"]["name"], "Role", role["metadata"]["name"]),
+        # the visibility API: TokenReview and SubjectAccessReview for the direct port, and the
+        # front proxy's CA (reconciler.apiauth, reconciler.visibility)
+        ("ClusterRoleBinding", f"{NAME}:auth-delegator", "ClusterRole", "system:auth-delegator"),
+        (
+            "RoleBinding",
+            f"{NAME}:extension-apiserver-authentication-reader",
+            "Role",
+            "extension-apiserver-authentication-reader",
+        ),
     ):
-        binding = one(rendered["karmada"], kind)
+        binding = one(rendered["karmada"], kind, name)
         assert binding["subjects"] == [subject]
         assert binding["roleRef"] == {
             "apiGroup": "rbac.authorization.k8s.io",
@@ -113,3 +122,37 @@ def test_the_role_and_bindings_name_the_reconcilers_account(rendered):
     token = one(rendered["karmada"], "Secret")
     assert token["type"] == "kubernetes.io/service-account-token"
     assert token["metadata"]["annotations"]["kubernetes.io/service-account.name"] == NAME
+
+
+def test_the_visibility_apiservice_reaches_the_reconcilers_https_port(rendered):
+    # the karmada-apiserver proxies visibility.fleetgate.io to the APIService's Service, an
+    # ExternalName for the host cluster's Service, which selects the reconciler's https port
+    # (serve --visibility-port), whose certificate names that DNS name
+    service = one(rendered["karmada"], "APIService", "v1alpha1.visibility.fleetgate.io")["spec"]
+    assert (service["group"], service["version"]) == ("visibility.fleetgate.io", "v1alpha1")
+    external = one(rendered["karmada"], "Service", service["service"]["name"])
+    assert external["metadata"]["namespace"] == service["service"]["namespace"]
+    target = external["spec"]["externalName"]
+    name, namespace = target.split(".")[:2]
+    host = one(rendered["host"], "Service", name)
+    assert host["metadata"]["namespace"] == namespace
+    [port] = host["spec"]["ports"]
+    assert port["port"] == service["service"]["port"]
+    deployment = one(rendered["host"], "Deployment", NAME)
+    pod = deployment["spec"]["template"]["spec"]
+    [container] = pod["containers"]
+    args = serve_args(container)
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert ports[port["targetPort"]] == args.visibility_port
+    assert args.host == "0.0.0.0" and args.api_auth == "auto"  # exposed: delegated auth
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert args.tls_cert.parent.as_posix() == mounts["visibility-tls"]
+    secret = volumes["visibility-tls"]["secret"]["secretName"]
+    certificate = next(
+        c["spec"] for c in rendered["host"]
+        if c["kind"] == "Certificate" and c["spec"]["secretName"] == secret
+    )  # fmt: skip
+    assert target in certificate["dnsNames"]
+    readers = one(rendered["karmada"], "ClusterRole", "fleetgate-visibility-reader")
+    assert grants(readers["rules"]) == {("visibility.fleetgate.io", "jobs"): {"get", "list"}}

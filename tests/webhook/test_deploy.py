@@ -119,6 +119,7 @@ def test_every_object_has_the_basics(rendered):
             "ConfigMap",
             "Service",
             "Service",
+            "Service",  # the reconciler's visibility API (karmada-apiserver/visibility.yaml)
             "Deployment",
             "Deployment",
             "PodDisruptionBudget",
@@ -127,17 +128,24 @@ def test_every_object_has_the_basics(rendered):
             "Issuer",
             "Certificate",
             "Certificate",
+            "Certificate",  # the visibility API's serving certificate
         ]
     )
     karmada_kinds = sorted(o["kind"] for o in rendered["karmada"])
     assert karmada_kinds == [
+        "APIService",  # the visibility API (tests/reconciler/test_deploy_reconciler.py)
         "ClusterRole",  # the reconciler's RBAC (tests/reconciler/test_deploy_reconciler.py)
+        "ClusterRole",  # the tenants' readers of the visibility API
+        "ClusterRole",
         "ClusterRoleBinding",
+        "ClusterRoleBinding",  # system:auth-delegator: TokenReview, SubjectAccessReview
         "MutatingWebhookConfiguration",
         "Namespace",
         "Role",
         "RoleBinding",
+        "RoleBinding",  # extension-apiserver-authentication-reader in kube-system
         "Secret",
+        "Service",  # the ExternalName the APIService names
         "ServiceAccount",
         "ValidatingWebhookConfiguration",
     ]

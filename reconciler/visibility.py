@@ -1,0 +1,240 @@
+"""The visibility API, ``visibility.fleetgate.io/v1alpha1``, served the way a Kubernetes
+aggregated API is (Kueue serves its visibility API so).
+
+An ``APIService`` (``deploy/karmada-apiserver/apiservice.yaml``) tells the karmada-apiserver to
+proxy ``/apis/visibility.fleetgate.io/v1alpha1/...`` to ``fleetgate serve --visibility-port``.
+The API server authenticates the caller and authorizes the request by RBAC, as for any of its
+own resources (``list jobs`` in namespace ``research``, group ``visibility.fleetgate.io``),
+before it proxies it; it presents its front-proxy client certificate and names the caller in
+``X-Remote-User`` / ``X-Remote-Group``. fleetgate trusts those headers only on a connection
+whose client certificate the front-proxy CA signed, with a common name the API server allows
+(both from the ConfigMap ``kube-system/extension-apiserver-authentication``, as every
+aggregated server reads them: :func:`read_request_header`); any other request is 401.
+
+Resources (every one read-only, built from the same pass as ``/api/v1``):
+
+- ``namespaces/NS/jobs`` (list) and ``namespaces/NS/jobs/NAME`` (get): a namespace's jobs,
+  as ``/api/v1/jobs`` lists them, with every job of another namespace they name (a victim, the
+  job a reservation holds room for, a StrictFIFO head) hidden (:func:`redacted`); ``jobs``
+  (list): every namespace's, as they are, for whom RBAC allows it;
+- ``queues`` (list) and ``queues/NAME`` (get): aggregate numbers only (usage, guarantee,
+  admitted and pending counts), never a job of anyone.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from flask import Flask, Response, request
+
+from reconciler.jobsview import PassView
+
+GROUP = "visibility.fleetgate.io"
+VERSION = "v1alpha1"
+GROUP_VERSION = f"{GROUP}/{VERSION}"
+PREFIX = f"/apis/{GROUP}/{VERSION}"
+AUTHENTICATION_CONFIGMAP = ("kube-system", "extension-apiserver-authentication")
+
+RESOURCES = [
+    {"name": "jobs", "singularName": "job", "namespaced": True, "kind": "Job",
+     "verbs": ["get", "list"]},
+    {"name": "queues", "singularName": "queue", "namespaced": False, "kind": "Queue",
+     "verbs": ["get", "list"]},
+]  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class RequestHeader:
+    """How the API server's front proxy names the caller (kube-apiserver's
+    ``--requestheader-*`` flags, published in ``extension-apiserver-authentication``)."""
+
+    client_ca: bytes  # PEM: the CA that signs the front proxy's client certificate
+    allowed_names: tuple[str, ...] = ()  # its common names; empty: any that CA signed
+    username_headers: tuple[str, ...] = ("X-Remote-User",)
+    group_headers: tuple[str, ...] = ("X-Remote-Group",)
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    user: str
+    groups: tuple[str, ...]
+
+
+def request_header_of(data: Mapping[str, str]) -> RequestHeader | None:
+    """The front proxy's settings from the ConfigMap's ``data`` (None when it has none)."""
+    ca = data.get("requestheader-client-ca-file", "")
+    if not ca.strip():
+        return None
+
+    def listed(key: str, default: tuple[str, ...]) -> tuple[str, ...]:
+        import json
+
+        text = data.get(key)
+        if not text:
+            return default
+        try:
+            found = json.loads(text)
+        except ValueError:
+            return default
+        return tuple(str(v) for v in found) if isinstance(found, list) else default
+
+    return RequestHeader(
+        ca.encode(),
+        listed("requestheader-allowed-names", ()),
+        listed("requestheader-username-headers", ("X-Remote-User",)),
+        listed("requestheader-group-headers", ("X-Remote-Group",)),
+    )
+
+
+def read_request_header(api: Any) -> RequestHeader | None:
+    """``extension-apiserver-authentication`` read with ``api`` (a ``kubernetes`` ApiClient)."""
+    import kubernetes
+
+    found = kubernetes.client.CoreV1Api(api).read_namespaced_config_map(
+        AUTHENTICATION_CONFIGMAP[1], AUTHENTICATION_CONFIGMAP[0]
+    )
+    return request_header_of(found.data or {})
+
+
+def caller_of(environ: Mapping[str, Any], config: RequestHeader) -> Caller | None:
+    """The caller the front proxy names, when this connection is the front proxy's: a client
+    certificate the front-proxy CA signed (the TLS layer verified it), with an allowed name."""
+    if environ.get("SSL_CLIENT_VERIFY") != "SUCCESS":
+        return None
+    name = str(environ.get("SSL_CLIENT_S_DN_CN", ""))
+    if config.allowed_names and name not in config.allowed_names:
+        return None
+    headers = request.headers
+    user = next((headers[h] for h in config.username_headers if headers.get(h)), "")
+    if not user:
+        return None
+    groups = tuple(g for h in config.group_headers for g in headers.getlist(h) if g)
+    return Caller(user, groups)
+
+
+def create_visibility_app(
+    view: Callable[[], PassView],
+    config: RequestHeader,
+    answer: Callable[[int, str, str], Response],
+    json_response: Callable[[dict[str, Any]], Response],
+) -> Flask:
+    """The aggregated API over ``view()`` (the API's latest pass). ``answer(code, reason,
+    message)`` makes a Status, ``json_response`` a JSON body (``reconciler.api``'s)."""
+    app = Flask("fleetgate.visibility")
+
+    @app.before_request
+    def authenticated() -> Response | None:
+        if request.path in ("/healthz", "/readyz", "/livez"):
+            return None
+        if caller_of(request.environ, config) is None:
+            return answer(401, "Unauthorized", "Unauthorized")
+        return None
+
+    @app.get("/healthz")
+    @app.get("/readyz")
+    @app.get("/livez")
+    def health() -> Response:
+        return Response("ok\n", mimetype="text/plain")
+
+    @app.get(f"/apis/{GROUP}")
+    def group() -> Response:
+        version = {"groupVersion": GROUP_VERSION, "version": VERSION}
+        return json_response(
+            {"kind": "APIGroup", "apiVersion": "v1", "name": GROUP, "versions": [version],
+             "preferredVersion": version}
+        )  # fmt: skip
+
+    @app.get(PREFIX)
+    def resources() -> Response:
+        return json_response(
+            {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": GROUP_VERSION,
+             "resources": RESOURCES}
+        )  # fmt: skip
+
+    @app.get(f"{PREFIX}/jobs")
+    def all_jobs() -> Response:
+        return _jobs(view(), None, json_response)
+
+    @app.get(f"{PREFIX}/namespaces/<namespace>/jobs")
+    def namespace_jobs(namespace: str) -> Response:
+        return _jobs(view(), namespace, json_response)
+
+    @app.get(f"{PREFIX}/namespaces/<namespace>/jobs/<name>")
+    def job(namespace: str, name: str) -> Response:
+        current = view()
+        entry = current.find(namespace, name)
+        if entry is None:
+            return answer(404, "NotFound", f'jobs.{GROUP} "{name}" not found')
+        detail = redacted(current.detail(entry), namespace, _namespaces(current))
+        return json_response({"kind": "Job", "apiVersion": GROUP_VERSION, **detail})
+
+    @app.get(f"{PREFIX}/queues")
+    def queues() -> Response:
+        current = view()
+        items = [_queue(current, q) for q in current.result.queues]
+        return json_response({"kind": "QueueList", "apiVersion": GROUP_VERSION, "items": items})
+
+    @app.get(f"{PREFIX}/queues/<name>")
+    def queue(name: str) -> Response:
+        current = view()
+        report = current.queue(name)
+        if report is None:
+            return answer(404, "NotFound", f'queues.{GROUP} "{name}" not found')
+        return json_response(
+            {"kind": "Queue", "apiVersion": GROUP_VERSION, **_queue(current, report)}
+        )
+
+    return app
+
+
+def _jobs(
+    current: PassView, namespace: str | None, json_response: Callable[[dict[str, Any]], Response]
+) -> Response:
+    if namespace is None:  # RBAC let the caller list every namespace's jobs
+        items = [e.item for e in current.jobs]
+    else:
+        known = _namespaces(current)
+        items = [
+            redacted(e.item, namespace, known)
+            for e in current.jobs
+            if e.ref.split("/", 1)[0] == namespace
+        ]
+    return json_response({"kind": "JobList", "apiVersion": GROUP_VERSION, "items": items})
+
+
+def _namespaces(current: PassView) -> frozenset[str]:
+    return frozenset(e.ref.split("/", 1)[0] for e in current.jobs if "/" in e.ref)
+
+
+# a job named in a message: [Kind/]namespace/name, not part of a longer path or domain
+_REF = re.compile(
+    r"(?<![\w.\-/])(?:[A-Z][A-Za-z0-9.]*/)?([a-z0-9](?:[-a-z0-9]*[a-z0-9])?)/"
+    r"[a-z0-9](?:[-a-z0-9.]*[a-z0-9])?(?![\w/])"
+)
+HIDDEN = "(a job of another namespace)"
+
+
+def redacted(value: Any, namespace: str, known: frozenset[str]) -> Any:
+    """``value`` (a job's fields) as a caller who may read only ``namespace`` sees it: every
+    job of another of the ``known`` namespaces it names (a victim, the job a reservation holds
+    room for, a StrictFIFO head, a dependency) is replaced by ``HIDDEN``."""
+    if isinstance(value, str):
+
+        def hide(match: re.Match[str]) -> str:
+            other = match.group(1)
+            return HIDDEN if other != namespace and other in known else match.group(0)
+
+        return _REF.sub(hide, value)
+    if isinstance(value, Mapping):
+        return {k: redacted(v, namespace, known) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [redacted(v, namespace, known) for v in value]
+    return value
+
+
+def _queue(current: PassView, report: Any) -> dict[str, Any]:
+    """A queue's aggregate numbers (``/api/v1/queues``'s fields hold no job)."""
+    return {"metadata": {"name": report.name}, **current.queue_json(report)}

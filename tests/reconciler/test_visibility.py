@@ -1,0 +1,167 @@
+"""Issue 29, finding 2: the read API was open (0.0.0.0, plain HTTP, no authentication, every
+tenant's jobs to anyone). The visibility API is served the way an aggregated API is: only the
+API server's front proxy may call it (a client certificate its CA signed, with an allowed name,
+from ``kube-system/extension-apiserver-authentication``), and it lists one namespace's jobs.
+
+``fleetgate serve --visibility-port`` as a child process against the sandbox; this test plays
+the front proxy with a client certificate of its own CA (the API server's RBAC, in front of it,
+is the sandbox's part: tests/reconciler/test_visibility_e2e.py)."""
+
+from __future__ import annotations
+
+import copy
+import http.client
+import json
+import ssl
+from pathlib import Path
+from typing import Any
+
+import kubernetes
+import pytest
+
+from sandbox.karmada import KarmadaControllers
+from sandbox.karmada.names import DURATION_ANNOTATION
+from tests.reconciler.serveproc import ServeProcess
+from tests.reconciler.test_loop import binding, clock, custom, eventually, fleet_world, submit
+from tests.sandbox.test_webhooks import pytorchjob
+from tests.webhook.helpers import write_certificates
+
+__all__ = ["clock", "custom", "fleet_world"]  # fixtures used by name
+
+PREFIX = "/apis/visibility.fleetgate.io/v1alpha1"
+PROXY = "front-proxy-client"
+
+
+def other_namespace(api_client: kubernetes.client.ApiClient, name: str) -> None:
+    """A second tenant's namespace whose PyTorchJobs Karmada binds (a copy of research's
+    PropagationPolicy)."""
+    kubernetes.client.CoreV1Api(api_client).create_namespace({"metadata": {"name": name}})
+    custom = kubernetes.client.CustomObjectsApi(api_client)
+    policy = custom.get_namespaced_custom_object(
+        "policy.karmada.io", "v1alpha1", "research", "propagationpolicies", "research-jobs"
+    )
+    body = copy.deepcopy(policy)
+    body["metadata"] = {"name": "team-b-jobs", "namespace": name}
+    custom.create_namespaced_custom_object(
+        "policy.karmada.io", "v1alpha1", name, "propagationpolicies", body
+    )
+
+
+def front_proxy_settings(api_client: kubernetes.client.ApiClient, ca: Path) -> None:
+    data = {
+        "requestheader-client-ca-file": ca.read_text(),
+        "requestheader-allowed-names": json.dumps([PROXY]),
+        "requestheader-username-headers": json.dumps(["X-Remote-User"]),
+        "requestheader-group-headers": json.dumps(["X-Remote-Group"]),
+        "requestheader-extra-headers-prefix": json.dumps(["X-Remote-Extra-"]),
+    }
+    body = {"metadata": {"name": "extension-apiserver-authentication"}, "data": data}
+    kubernetes.client.CoreV1Api(api_client).create_namespaced_config_map("kube-system", body)
+
+
+def call(
+    url: str, path: str, serving_ca: Path, client: tuple[Path, Path] | None, **headers: str
+) -> tuple[int, Any]:
+    context = ssl.create_default_context(cafile=str(serving_ca))
+    if client is not None:
+        context.load_cert_chain(*map(str, client))
+    host, port = url.removeprefix("https://").rsplit(":", 1)
+    conn = http.client.HTTPSConnection(host, int(port), timeout=10, context=context)
+    try:
+        conn.request("GET", path, headers=headers)
+        answer = conn.getresponse()
+        return answer.status, json.loads(answer.read() or b"null")
+    finally:
+        conn.close()
+
+
+def submit_in(custom: kubernetes.client.CustomObjectsApi, namespace: str, name: str) -> None:
+    job = pytorchjob(2)
+    job["metadata"].update(name=name, namespace=namespace)
+    job["metadata"]["annotations"] = {DURATION_ANNOTATION: "5m"}
+    custom.create_namespaced_custom_object("kubeflow.org", "v1", namespace, "pytorchjobs", job)
+
+
+def visibility_url(process: ServeProcess) -> str:
+    line = next(x for x in process.lines if x.strip().startswith("visibility: "))
+    return line.split("visibility: ", 1)[1].strip()
+
+
+def test_the_visibility_api_answers_only_the_front_proxy_and_one_namespace_at_a_time(
+    api_client, kubeconfig: Path, custom, fleet_world: KarmadaControllers, tmp_path: Path
+) -> None:
+    cert, key, serving_ca, _ = write_certificates(tmp_path / "serving")
+    proxy_cert, proxy_key, proxy_ca, signer = write_certificates(
+        tmp_path / "proxy", common_name=PROXY
+    )
+    rogue = write_certificates(tmp_path / "rogue", common_name=PROXY)[:2]  # another CA
+    unnamed = write_certificates(tmp_path / "unnamed", common_name="someone", ca=signer)[:2]
+    front_proxy_settings(api_client, proxy_ca)
+    other_namespace(api_client, "team-b")
+    submit(custom, "first", workers=2)  # research's
+    submit_in(custom, "team-b", "theirs")
+    fleet_world.run_once()
+    served = ServeProcess(
+        kubeconfig, "replica-v", tmp_path / "serve.log", "--no-leader-elect",
+        "--visibility-port", "0", "--tls-cert", str(cert), "--tls-key", str(key),
+    )  # fmt: skip
+    try:
+        served.wait_ready()
+        url = visibility_url(served)
+        proxy = (proxy_cert, proxy_key)
+        alice = {"X-Remote-User": "alice", "X-Remote-Group": "research-team"}
+        eventually(lambda: bool(binding(custom, "first")["spec"].get("clusters")), 30)
+
+        code, listed = call(url, f"{PREFIX}/namespaces/research/jobs", serving_ca, proxy, **alice)
+        assert code == 200 and listed["kind"] == "JobList", listed
+        assert [i["binding"] for i in listed["items"]] == ["research/first-pytorchjob"]
+        code, one = call(
+            url, f"{PREFIX}/namespaces/research/jobs/first", serving_ca, proxy, **alice
+        )
+        assert code == 200 and one["state"] == "admitted"
+        code, theirs = call(url, f"{PREFIX}/namespaces/team-b/jobs", serving_ca, proxy, **alice)
+        assert [i["binding"] for i in theirs["items"]] == ["team-b/theirs-pytorchjob"]
+        code, every = call(url, f"{PREFIX}/jobs", serving_ca, proxy, **alice)
+        assert sorted(i["binding"] for i in every["items"]) == [
+            "research/first-pytorchjob", "team-b/theirs-pytorchjob"
+        ]  # fmt: skip
+        code, queues = call(url, f"{PREFIX}/queues", serving_ca, proxy, **alice)
+        assert code == 200 and queues["items"]
+        assert all("pending" in q and "items" not in q for q in queues["items"])
+        code, discovery = call(url, PREFIX, serving_ca, proxy, **alice)
+        assert {r["name"] for r in discovery["resources"]} == {"jobs", "queues"}
+
+        # nobody but the front proxy: no client certificate, a name it does not allow, a
+        # certificate of another CA (refused in the handshake), or no user named
+        jobs = f"{PREFIX}/namespaces/research/jobs"
+        assert call(url, jobs, serving_ca, None, **alice)[0] == 401
+        assert call(url, jobs, serving_ca, unnamed, **alice)[0] == 401
+        assert call(url, jobs, serving_ca, proxy)[0] == 401
+        with pytest.raises((ssl.SSLError, ConnectionError)):
+            call(url, jobs, serving_ca, rogue, **alice)
+    finally:
+        served.stop()
+
+
+@pytest.mark.parametrize(
+    ("said", "seen"),
+    [
+        ("preempting team-b/x-pytorchjob for room on gpu-east",
+         "preempting (a job of another namespace) for room on gpu-east"),
+        ("room is held for PyTorchJob/team-b/big, which has waited since T",
+         "room is held for (a job of another namespace), which has waited since T"),
+        ("behind its head research/first; needs 8 nvidia.com/gpu",
+         "behind its head research/first; needs 8 nvidia.com/gpu"),
+        ("labels kubernetes.io/metadata.name; unknown/x",
+         "labels kubernetes.io/metadata.name; unknown/x"),
+    ],
+)  # fmt: skip
+def test_a_namespaced_view_hides_the_jobs_of_other_namespaces(said: str, seen: str) -> None:
+    from reconciler.visibility import redacted
+
+    known = frozenset({"research", "team-b"})
+    item = {"message": said, "victims": ["team-b/v", "research/w"], "priority": 3}
+    shown = redacted(item, "research", known)
+    assert shown["message"] == seen
+    assert shown["victims"] == ["(a job of another namespace)", "research/w"]
+    assert shown["priority"] == 3
