@@ -116,6 +116,7 @@ def start_all(args: argparse.Namespace, identity: str) -> Serving:
     """Start every part (the module docstring's order); on failure, stop what started."""
     holder = PolicyHolder.for_paths([args.policies])
     settings = settings_of(args)
+    estimator = EstimatorClient(settings) if settings is not None else None  # reads TLS files
     api = api_client(args.kubeconfig, args.context, identity)
     name = getattr(args, "last_good_configmap", "")
     store = lastgood.LastGood(api, args.lease_namespace, name) if name else None
@@ -124,7 +125,6 @@ def start_all(args: argparse.Namespace, identity: str) -> Serving:
         log.error("the policies in %s do not load:\n%s", args.policies, issues)
         if store is not None:
             lastgood.fall_back(holder, store, args.policies, dt.datetime.now(dt.UTC))
-    estimator = EstimatorClient(settings) if settings is not None else None  # reads TLS files
     elector: LeaderElector | None = None
     if args.leader_elect:
         config = LeaseConfig(
