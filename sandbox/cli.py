@@ -69,7 +69,21 @@ def add_parser(subparsers: Any) -> None:
         action="append",
         default=[],
         metavar="NS/NAME:PORT=URL",
-        help="where a webhook's clientConfig.service is served (no cluster DNS here)",
+        help="where a webhook's or an APIService's service is served (no cluster DNS here)",
+    )
+    parser.add_argument(
+        "--token-auth-file",
+        type=Path,
+        metavar="FILE",
+        help='more bearer tokens, kube-apiserver\'s CSV format: token,user,uid,"group1,group2" '
+        "(their users are authorized by the RBAC objects in the sandbox)",
+    )
+    parser.add_argument(
+        "--front-proxy-ca-out",
+        type=Path,
+        metavar="FILE",
+        help="also write the front-proxy CA (PEM) there, for an aggregated API server; it is in "
+        "kube-system/extension-apiserver-authentication too",
     )
     parser.add_argument(
         "--concurrent-resource-template-syncs",
@@ -158,6 +172,7 @@ def _service_urls(entries: list[str]) -> dict[tuple[str, str, int], str]:
 
 def run(args: argparse.Namespace) -> int:
     from engine.members import Fleet, FleetFileError, load_fleet
+    from sandbox.authn import TokenFileError, load_token_file
     from sandbox.clock import ScaledClock
     from sandbox.faults import Faults
     from sandbox.karmada import KarmadaControllers
@@ -173,6 +188,11 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as error:
         print(f"fleetgate sandbox: {error}", file=sys.stderr)
         return EXIT_USAGE
+    try:
+        users = load_token_file(args.token_auth_file) if args.token_auth_file else {}
+    except TokenFileError as error:
+        print(f"fleetgate sandbox: {error}", file=sys.stderr)
+        return EXIT_FAILED
     fleet_file = _fleet_file(args.fleet)
     try:
         spec = load_fleet(fleet_file)
@@ -187,6 +207,7 @@ def run(args: argparse.Namespace) -> int:
         tls_enabled=not args.insecure_http,
         token=None if args.insecure_http else "",
         service_urls=service_urls,
+        users=users,
     )
     faults = Faults(seed=args.seed).attach(sandbox)
     WriteLog().attach(sandbox)  # GET /sandbox/writes: who wrote what (docs/reconciler.md)
@@ -196,6 +217,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         url = sandbox.start(port=args.port, host=args.host)
         kubeconfig = sandbox.write_kubeconfig(args.kubeconfig_out).resolve()
+        if args.front_proxy_ca_out:
+            args.front_proxy_ca_out.write_bytes(sandbox.front_proxy.ca_pem)
     except OSError as error:
         print(f"fleetgate sandbox: cannot start: {error}", file=sys.stderr)
         sandbox.stop()

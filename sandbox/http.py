@@ -4,6 +4,8 @@ One :class:`ApiHandler` per connection (a thread each, see :mod:`sandbox.server`
 ``/api/v1/...`` and ``/apis/<group>/<version>/...``, each ``[namespaces/<ns>/]<plural>[/<name>
 [/status]]``, plus the legacy ``.../watch/...`` prefix. Everything becomes a call on the
 :class:`~sandbox.store.Store`; a :class:`~sandbox.errors.StatusError` becomes its Status.
+Every request is first authenticated and authorized, and reviews and aggregated APIs are
+answered before the store's routing (:mod:`sandbox.access`).
 """
 
 from __future__ import annotations
@@ -79,7 +81,10 @@ class ApiHandler(BaseHTTPRequestHandler):
             return
         self._warnings = admission.collect_warnings()
         try:
-            self._authenticate()
+            access = self.server.access
+            user = access.admit(
+                self.server.store, self.headers.get("Authorization"), method, url.path, query
+            )
             extra = self.server.routes.get(url.path)
             if extra is not None:  # the sandbox's own endpoints (faults): no request hooks
                 code, answer = extra(method, query, body)
@@ -87,6 +92,8 @@ class ApiHandler(BaseHTTPRequestHandler):
                 return
             for hook in list(self.server.request_hooks):
                 hook(method, url.path, query)
+            if access.serve(self, user, method, url.path, query, body):
+                return  # a review, an aggregated API, or discovery naming one
             agent = self.headers.get("User-Agent", "")
             with writelog.requester(agent, method, url.path):  # names who wrote what
                 self._dispatch(method, url.path, query, body)
@@ -105,11 +112,6 @@ class ApiHandler(BaseHTTPRequestHandler):
         except OSError:  # a reset, or TLS cut off mid-record
             return None
         return data if len(data) == length else None
-
-    def _authenticate(self) -> None:
-        token = self.server.token
-        if token and self.headers.get("Authorization", "") != f"Bearer {token}":
-            raise errors.StatusError(errors.status(401, "Unauthorized", "Unauthorized"))
 
     def _send_json(self, code: int, body: Any, content_type: str = "application/json") -> None:
         data = json.dumps(body, separators=(",", ":")).encode()

@@ -44,6 +44,14 @@ def name_problem(rt: ResourceType, name: str) -> str | None:
                 "'-', and must start and end with an alphanumeric character"
             )
         return None
+    if rt.group == "rbac.authorization.k8s.io":  # ValidateRBACName: a path segment name
+        for bad in (".", ".."):
+            if name == bad:
+                return f"may not be '{bad}'"
+        for bad in ("/", "%"):
+            if bad in name:
+                return f"may not contain '{bad}'"
+        return None
     if len(name) > 253 or not _SUBDOMAIN.match(name):
         return (
             "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, "

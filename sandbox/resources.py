@@ -29,6 +29,10 @@ BUILT_IN_GROUPS = frozenset(
         "admissionregistration.k8s.io",
         "events.k8s.io",
         "cluster.karmada.io",
+        "rbac.authorization.k8s.io",
+        "apiregistration.k8s.io",
+        "authentication.k8s.io",
+        "authorization.k8s.io",
     }
 )
 
@@ -106,6 +110,30 @@ def _single(
 
 
 KARMADA = ("karmada-io",)
+RBAC = "rbac.authorization.k8s.io"
+AUTHN, AUTHZ = "authentication.k8s.io", "authorization.k8s.io"
+# RBAC (stored), APIService (stored; sandbox.aggregator proxies them), and the review kinds
+# kube-apiserver answers without storing them (sandbox.reviews answers them, POST only)
+ACCESS_TYPES: tuple[ResourceType, ...] = (
+    _single(RBAC, "v1", "Role", "roles", True),
+    _single(RBAC, "v1", "RoleBinding", "rolebindings", True),
+    _single(RBAC, "v1", "ClusterRole", "clusterroles", False),
+    _single(RBAC, "v1", "ClusterRoleBinding", "clusterrolebindings", False),
+    _single(
+        "apiregistration.k8s.io",
+        "v1",
+        "APIService",
+        "apiservices",
+        False,
+        status_subresource=True,
+        categories=("api-extensions",),
+    ),
+    _single(AUTHN, "v1", "TokenReview", "tokenreviews", False),
+    _single(AUTHN, "v1", "SelfSubjectReview", "selfsubjectreviews", False),
+    _single(AUTHZ, "v1", "SubjectAccessReview", "subjectaccessreviews", False),
+    _single(AUTHZ, "v1", "SelfSubjectAccessReview", "selfsubjectaccessreviews", False),
+    _single(AUTHZ, "v1", "LocalSubjectAccessReview", "localsubjectaccessreviews", True),
+)
 
 
 def _binding(kind: str, namespaced: bool, short: str) -> ResourceType:
@@ -148,6 +176,7 @@ PLATFORM_TYPES: tuple[ResourceType, ...] = (
     _single(
         "cluster.karmada.io", "v1alpha1", "Cluster", "clusters", False, (), status_subresource=True
     ),
+    *ACCESS_TYPES,
     _binding("ResourceBinding", True, "rb"),
     _binding("ClusterResourceBinding", False, "crb"),
     _single(
