@@ -15,6 +15,7 @@ import threading
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import unquote
 
 from sandbox import tls
 
@@ -59,7 +60,8 @@ class _Handler(BaseHTTPRequestHandler):
         for header, value in self.headers.items():
             for prefix in settings["extra"]:
                 if header.lower().startswith(prefix.lower()):
-                    extra.setdefault(header[len(prefix) :].lower(), []).append(value)
+                    key = unquote(header[len(prefix) :].lower())  # as headerrequest reads it
+                    extra.setdefault(key, []).append(value)
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         seen = Seen(
             self.command,
