@@ -209,7 +209,7 @@ def _relay(handler: ApiHandler, answer: http.client.HTTPResponse) -> None:
     for name, value in answer.getheaders():
         if name.lower() not in _NOT_RELAYED:
             handler.send_header(name, value)
-    if length is not None:
+    if length is not None or answer.status in (204, 304) or handler.command == "HEAD":
         data = answer.read()
         handler.send_header("Content-Length", str(len(data)))
         handler.end_headers()
