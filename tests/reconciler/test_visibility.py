@@ -55,8 +55,9 @@ def front_proxy_settings(api_client: kubernetes.client.ApiClient, ca: Path) -> N
         "requestheader-group-headers": json.dumps(["X-Remote-Group"]),
         "requestheader-extra-headers-prefix": json.dumps(["X-Remote-Extra-"]),
     }
-    body = {"metadata": {"name": "extension-apiserver-authentication"}, "data": data}
-    kubernetes.client.CoreV1Api(api_client).create_namespaced_config_map("kube-system", body)
+    name = "extension-apiserver-authentication"  # the sandbox writes it at start: replaced
+    body = {"metadata": {"name": name}, "data": data}
+    kubernetes.client.CoreV1Api(api_client).replace_namespaced_config_map(name, "kube-system", body)
 
 
 def call(
