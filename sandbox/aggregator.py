@@ -51,7 +51,7 @@ APISERVICES = "apiservices.apiregistration.k8s.io"
 TIMEOUT = 60.0  # kube-apiserver's default --request-timeout
 _HOP_BY_HOP = frozenset(
     {"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer"}
-    | {"transfer-encoding", "upgrade", "host", "content-length", "authorization"}
+    | {"transfer-encoding", "upgrade", "host", "content-length", "authorization", "expect"}
 )
 _NOT_RELAYED = _HOP_BY_HOP | {"date", "server"}  # the sandbox's own are sent
 _REMOTE = ("x-remote-user", "x-remote-uid", "x-remote-group", "x-remote-extra-")
