@@ -88,6 +88,13 @@ def add_parser(subparsers: Any) -> None:
         "the API server's APIService) over HTTPS on this port (needs --tls-cert and --tls-key; "
         "the front proxy's CA comes from kube-system/extension-apiserver-authentication)",
     )
+    parser.add_argument(
+        "--fleetgate-user",
+        action="append",
+        metavar="NAME",
+        help="with --webhook-port: a user who may change fleetgate's marks on a binding (repeat "
+        "it); default: system:serviceaccount:fleetgate-system:fleetgate-reconciler",
+    )
     parser.add_argument("--tls-cert", type=Path, metavar="FILE", help="webhook certificate (PEM)")
     parser.add_argument("--tls-key", type=Path, metavar="FILE", help="webhook private key (PEM)")
     election = parser.add_argument_group("leader election")

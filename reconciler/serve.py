@@ -80,6 +80,7 @@ class Serving:
     keeper: lastgood.Keeper | None = None  # stores the last good policy set (the leader)
     api_app: Flask | None = None  # the read API's app (the visibility API shares its view)
     auth: Any = None  # reconciler.apiauth.Delegated when the read API asks who calls
+    writers: tuple[str, ...] = ()  # --fleetgate-user: who may change fleetgate's marks
     servers: list[Any] = field(default_factory=list)  # webhook.serve.WebhookServer
     addresses: dict[str, str] = field(default_factory=dict)  # "api"/"webhook" → URL
 
@@ -169,6 +170,7 @@ def start_all(args: argparse.Namespace, identity: str) -> Serving:
         serving.auth = _api_auth(args, api)
         _serve_api(serving, args.host, args.port)
         tls_host = getattr(args, "tls_host", args.host)
+        serving.writers = tuple(getattr(args, "fleetgate_user", None) or ())
         if args.webhook_port is not None:
             _serve_webhook(serving, tls_host, args.webhook_port, args.tls_cert, args.tls_key)
         if getattr(args, "visibility_port", None) is not None:
@@ -231,7 +233,11 @@ def _serve_webhook(
     if cert is None or key is None:
         raise ServeError("--webhook-port needs --tls-cert and --tls-key")
     watched = serving.reconciler.informers[NAMESPACES.key]  # labels for namespaceSelector
-    app = create_app(serving.holder, namespaces=functools.partial(namespace_labels, watched))
+    from webhook.claims import DEFAULT_WRITERS
+
+    writers = frozenset(serving.writers or DEFAULT_WRITERS)
+    labels = functools.partial(namespace_labels, watched)
+    app = create_app(serving.holder, namespaces=labels, writers=writers)
     server = WebhookServer(app, host, port, tls=(cert, key))
     server.start()
     serving.servers.append(server)

@@ -14,10 +14,12 @@ RBAC never stops it, as before authorization existed. A sandbox without a token
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import logging
-from collections.abc import Mapping
+import threading
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -65,6 +67,26 @@ class User:
 
 
 ADMIN = User("sandbox-admin", groups=(MASTERS, AUTHENTICATED))
+
+_acting = threading.local()
+
+
+@contextlib.contextmanager
+def acting_as(user: User) -> Iterator[None]:
+    """Name ``user`` as the caller of what the store does on this thread meanwhile: admission
+    webhooks get it as ``userInfo``, as kube-apiserver sends the request's user."""
+    _acting.user = user
+    try:
+        yield
+    finally:
+        _acting.user = None
+
+
+def acting() -> User | None:
+    """The caller of the request this thread serves (None: an in-process controller)."""
+    return getattr(_acting, "user", None)
+
+
 UNSECURED = User("system:unsecured", groups=(MASTERS, AUTHENTICATED))
 
 

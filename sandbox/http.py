@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
 from sandbox import admission, discovery, errors, writelog
+from sandbox.authn import acting_as
 from sandbox.resources import ResourceType
 from sandbox.table import to_table
 from sandbox.watch import BOOKMARK, ERROR, Subscription
@@ -95,8 +96,8 @@ class ApiHandler(BaseHTTPRequestHandler):
             if access.serve(self, user, method, url.path, query, body):
                 return  # a review, an aggregated API, or discovery naming one
             agent = self.headers.get("User-Agent", "")
-            with writelog.requester(agent, method, url.path):  # names who wrote what
-                self._dispatch(method, url.path, query, body)
+            with writelog.requester(agent, method, url.path), acting_as(user):
+                self._dispatch(method, url.path, query, body)  # who wrote what, and webhooks
         except errors.StatusError as error:
             self._send_json(error.code, error.status)
         except Exception as error:  # the edge: any bug becomes a 500 Status, logged, not a hang

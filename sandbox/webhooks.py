@@ -37,6 +37,7 @@ import jsonpatch
 
 from sandbox import errors
 from sandbox.admission import CREATE, DELETE, UPDATE, AdmissionRequest, add_warning
+from sandbox.authn import acting
 from sandbox.resources import ResourceType
 from sandbox.selectors import LabelSelector, Requirement
 from sandbox.webhookcall import REVIEW_VERSION, CallError, TLSContexts, post_review, with_timeout
@@ -221,7 +222,7 @@ class WebhookAdmission:
                 "name": request.name or (obj or {}).get("metadata", {}).get("name", ""),
                 "namespace": request.namespace or "",
                 "operation": request.operation,
-                "userInfo": self.user_info,
+                "userInfo": caller.to_json() if (caller := acting()) else self.user_info,
                 "object": in_version(obj),
                 "oldObject": in_version(request.old_object),
                 "dryRun": request.dry_run,

@@ -10,10 +10,11 @@ Kubernetes API server's own request limit), 503 before any valid policy set has 
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 from flask import Flask, Response, request
@@ -21,7 +22,7 @@ from werkzeug.exceptions import HTTPException
 
 from engine.policy.policyset import PolicySet
 from engine.policy.reload import NoPolicySetError, PolicyHolder
-from webhook import mutate, validate
+from webhook import claims, mutate, validate
 from webhook.fit import Fleet
 from webhook.metrics import CONTENT_TYPE, Metrics
 from webhook.probes import PROBES_EXTENSION, VERSION_HEADER, Probes
@@ -46,6 +47,7 @@ def create_app(
     clock: Clock | None = None,
     metrics: Metrics | None = None,
     namespaces: validate.Namespaces | None = None,
+    writers: Collection[str] = claims.DEFAULT_WRITERS,
 ) -> Flask:
     """The webhook app over the live policy set in ``holder``.
 
@@ -53,7 +55,8 @@ def create_app(
     check is skipped). ``clock``: the time of each request (tests inject one). ``namespaces``:
     a namespace's labels (None when not known), for the queues' ``namespaceSelector``: a job
     its namespace may not put in its queue is denied (no lookup, or unknown labels: not
-    checked here; the cycle rejects it with ``QueueNotAllowed``).
+    checked here; the cycle rejects it with ``QueueNotAllowed``). ``writers``: the users who
+    may change fleetgate's marks on a binding (``webhook.claims``), besides ``system:masters``.
     """
     app = Flask("fleetgate.webhook")
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY
@@ -86,7 +89,7 @@ def create_app(
 
     @app.post(mutate.ENDPOINT)
     def mutate_resourcebindings() -> Response:
-        return admit(mutate.ENDPOINT, mutate.mutate_binding)
+        return admit(mutate.ENDPOINT, functools.partial(mutate.mutate_binding, writers=writers))
 
     @app.post(validate.ENDPOINT)
     def validate_workloads() -> Response:

@@ -97,6 +97,14 @@ def add_parser(subparsers: Any) -> None:
         "cycle alone rejects it (QueueNotAllowed)",
     )
     parser.add_argument("--context", help="the kubeconfig context (default: its current one)")
+    parser.add_argument(
+        "--fleetgate-user",
+        action="append",
+        metavar="NAME",
+        help="a user who may change fleetgate's label and annotations on a binding (repeat it; "
+        "system:masters may too); anyone else's changes are written back "
+        "(default: system:serviceaccount:fleetgate-system:fleetgate-reconciler)",
+    )
     parser.add_argument("--revision", help="git revision recorded in the policy version")
     parser.add_argument(
         "--tls-reload-interval",
@@ -182,7 +190,10 @@ def run(args: argparse.Namespace) -> int:
         from reconciler.informers import namespace_labels
 
         labels = functools.partial(namespace_labels, watched)
-    app = create_app(holder, fleet=fleet, namespaces=labels)
+    from webhook.claims import DEFAULT_WRITERS
+
+    writers = frozenset(args.fleetgate_user or DEFAULT_WRITERS)
+    app = create_app(holder, fleet=fleet, namespaces=labels, writers=writers)
     stats = app.extensions["fleetgate.metrics"]
     tls = None if args.insecure_http else (args.tls_cert, args.tls_key)
     if tls is None:

@@ -17,6 +17,9 @@ UPDATE whose demand grew vs oldObject       and a new queued-at (the job waits f
 admitted, waiting for re-admission, and     suspend again
 someone cleared the suspension
 admitted otherwise                          none
+UPDATE by anyone but fleetgate or           fleetgate's label and annotations written back
+``system:masters`` changing fleetgate's     (``webhook.claims``), then decided as above
+marks
 created (CREATE) already carrying           the admission is the creator's claim, not
 ``fleetgate.io/admitted-at``                fleetgate's (fleetgate admits bindings that
                                             exist): its admission annotations are removed,
@@ -35,13 +38,14 @@ import datetime as dt
 import functools
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from engine import annotations as ann
 from engine.policy import cel
 from engine.policy.policyset import PolicySet
 from webhook import binding as rb
+from webhook import claims
 from webhook.review import AdmissionRequest, ReviewError, Verdict, require_kind
 
 log = logging.getLogger(__name__)
@@ -51,20 +55,35 @@ GROUP = "work.karmada.io"
 KINDS = ("ResourceBinding", "ClusterResourceBinding")
 
 
-def mutate_binding(request: AdmissionRequest, policies: PolicySet, now: dt.datetime) -> Verdict:
+def mutate_binding(
+    request: AdmissionRequest,
+    policies: PolicySet,
+    now: dt.datetime,
+    writers: Collection[str] = claims.DEFAULT_WRITERS,
+) -> Verdict:
     require_kind(request, GROUP, KINDS, ENDPOINT)
     if request.operation not in ("CREATE", "UPDATE") or request.object is None:
         return Verdict(True, "allowed", audit={"decision": "ignored-operation"})
     obj = request.object
+    restore, restored, undone = claims.guard(request, writers)  # fleetgate's marks are its own
+    warnings: tuple[str, ...] = ()
+    if restored is not None:
+        obj = restored
+        request = dataclasses.replace(request, object=restored)
+        warnings = (claims.warning(request, undone),)
+        log.warning("%s", warnings[0])
     facts = rb.read_facts(obj)
     scope = _in_scope(policies, facts, obj, now)
-    events: list[tuple[str, str]] = []
-    warnings: tuple[str, ...] = ()
+    events: list[tuple[str, str]] = [("patch", "claims-restored")] if restore else []
     if isinstance(scope, cel.CelError):
         events.append(("scope_error", ""))
-        warnings = (f"fleetgate scope expression failed, binding held to be safe: {scope}",)
+        warnings += (f"fleetgate scope expression failed, binding held to be safe: {scope}",)
         log.warning("scope of %s/%s failed (%s); holding it", facts.namespace, facts.name, scope)
     elif not scope:
+        if restore:
+            return Verdict(True, "patched", patch=tuple(restore), warnings=warnings,
+                           audit={"decision": "out-of-scope, claims-restored"},
+                           events=tuple(events))  # fmt: skip
         return Verdict(True, "allowed", audit={"decision": "out-of-scope"})
 
     version = policies.version
@@ -78,6 +97,7 @@ def mutate_binding(request: AdmissionRequest, policies: PolicySet, now: dt.datet
         patch, decision = _hold(facts, version, now)
     if patch:
         events.append(("patch", decision))
+    patch = restore + patch
     return Verdict(
         True,
         "patched" if patch else "allowed",

@@ -60,6 +60,7 @@ class AdmissionRequest:
     old_object: Mapping[str, Any] | None
     dry_run: bool = False
     user: str = ""
+    groups: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,7 +118,13 @@ def parse_review(body: bytes) -> AdmissionRequest:
         old_object=old,
         dry_run=request.get("dryRun") is True,
         user=str(user.get("username") or "") if isinstance(user, dict) else "",
+        groups=_groups(user),
     )
+
+
+def _groups(user: Any) -> tuple[str, ...]:
+    found = user.get("groups") if isinstance(user, dict) else None
+    return tuple(str(g) for g in found) if isinstance(found, list) else ()
 
 
 def response(uid: str, verdict: Verdict, version: str | None) -> dict[str, Any]:

@@ -78,14 +78,27 @@ def admitted_binding(name: str = "tokenizer-stats-job") -> dict:
     return binding
 
 
+KARMADA_USER = {
+    "username": "system:serviceaccount:karmada-system:karmada-controller-manager",
+    "uid": "0f1e2d3c-4b5a-6978-8a9b-0c1d2e3f4a5b",
+    "groups": ["system:serviceaccounts", "system:authenticated"],
+}
+FLEETGATE_USER = {
+    "username": "system:serviceaccount:fleetgate-system:fleetgate-reconciler",
+    "groups": ["system:serviceaccounts", "system:authenticated"],
+}
+
+
 def review(
     obj: Mapping[str, Any],
     *,
     operation: str = "CREATE",
     old: Mapping[str, Any] | None = None,
     uid: str | None = None,
+    user: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """An AdmissionReview v1 request for ``obj``, as the API server sends it."""
+    """An AdmissionReview v1 request for ``obj``, as the API server sends it (by Karmada's
+    controller manager unless ``user`` says who)."""
     api_version = str(obj.get("apiVersion", ""))
     group, _, version = api_version.rpartition("/")
     kind = str(obj.get("kind", ""))
@@ -106,11 +119,7 @@ def review(
             "name": meta.get("name", ""),
             "namespace": meta.get("namespace", ""),
             "operation": operation,
-            "userInfo": {
-                "username": "system:serviceaccount:karmada-system:karmada-controller-manager",
-                "uid": "0f1e2d3c-4b5a-6978-8a9b-0c1d2e3f4a5b",
-                "groups": ["system:serviceaccounts", "system:authenticated"],
-            },
+            "userInfo": dict(user or KARMADA_USER),
             "object": obj,
             "oldObject": old,
             "dryRun": False,

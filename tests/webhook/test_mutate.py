@@ -10,6 +10,7 @@ import pytest
 from engine import annotations as ann
 from tests.conftest import policy_doc
 from tests.webhook.helpers import (
+    FLEETGATE_USER,
     NOW_TEXT,
     admitted_binding,
     apply_patch,
@@ -433,4 +434,53 @@ def test_a_binding_created_claiming_an_admission_is_held(client, holder, karmada
     # fleetgate's own admission later (an UPDATE) is honoured as before
     admitted = copy.deepcopy(patched)
     admitted["metadata"]["annotations"][ann.ADMITTED_AT] = NOW_TEXT
-    assert patch_of(mutate(client, admitted, operation="UPDATE", old=patched)[0]) == []
+    answer = mutate(client, admitted, operation="UPDATE", old=patched, user=FLEETGATE_USER)[0]
+    assert patch_of(answer) == []
+
+
+def _pending_binding() -> dict:
+    binding = created_binding()
+    binding["spec"]["suspension"] = {"scheduling": True}
+    binding["metadata"]["labels"][ann.MANAGED] = "true"
+    binding["metadata"]["annotations"].update(
+        {ann.QUEUED_AT: "2025-03-10T09:00:00Z", ann.PREEMPTIONS: "3",
+         ann.GAVE_UP: "Failed on gpu-east", ann.ATTEMPTS: "4",
+         ann.PENDING: "GaveUp: Failed on gpu-east"}
+    )  # fmt: skip
+    return binding
+
+
+TENANT = {"username": "mallory", "groups": ["team-b", "system:authenticated"]}
+
+
+def test_someone_else_changing_fleetgates_marks_is_written_back(client):
+    # catches: an UPDATE by anyone marking a job admitted, resetting its preemption count or
+    # taking it out of fleetgate's hands (issue 29, finding 7)
+    old = _pending_binding()
+    forged = copy.deepcopy(old)
+    notes = forged["metadata"]["annotations"]
+    notes[ann.ADMITTED_AT] = "2025-03-10T09:30:00Z"  # added
+    notes[ann.PREEMPTIONS] = "0"  # changed
+    del notes[ann.QUEUED_AT]  # removed
+    del forged["metadata"]["labels"][ann.MANAGED]
+    answer, _ = mutate(client, forged, operation="UPDATE", old=old, user=TENANT)
+    patched = apply_patch(forged, patch_of(answer))
+    assert patched["metadata"]["annotations"] == old["metadata"]["annotations"]
+    assert patched["metadata"]["labels"][ann.MANAGED] == "true"
+    [warning] = answer["response"]["warnings"]
+    assert "fleetgate.io/admitted-at" in warning and "not mallory" in warning
+
+
+def test_an_operators_documented_retry_and_fleetgates_own_writes_are_kept(client):
+    old = _pending_binding()
+    retry = copy.deepcopy(old)
+    for key in (ann.GAVE_UP, ann.ATTEMPTS):  # docs: remove them for one more attempt
+        del retry["metadata"]["annotations"][key]
+    answer, _ = mutate(client, retry, operation="UPDATE", old=old, user=TENANT)
+    assert patch_of(answer) == [] and "warnings" not in answer["response"]
+    moved = copy.deepcopy(old)
+    moved["metadata"]["annotations"][ann.PREEMPTIONS] = "4"
+    admin = {"username": "kubernetes-admin", "groups": ["system:masters"]}
+    for user in (FLEETGATE_USER, admin):
+        answer, _ = mutate(client, moved, operation="UPDATE", old=old, user=user)
+        assert patch_of(answer) == []
