@@ -21,7 +21,10 @@ not plan again. So a plan matters only once a member is bound under it.
 snapshot and the cycle's decisions. A plan *half-applied* (a member bound under it, another
 planned member not) is **completed** when the plan's policy version is the cycle's and the
 cycle admits every unbound planned member on exactly its planned clusters: the members are
-bound under the same plan id. Otherwise the plan is **rolled back** whole: every member bound
+bound under the same plan id. A plan under which at least the group's minimum is bound stands
+even when the rest cannot complete: those members were placed at once, as the group needs; the
+unbound ones lose the plan and are decided afresh (as later members of a group at its minimum).
+Otherwise the plan is **rolled back** whole: every member bound
 under it is taken off its clusters (``groupplan.plan_rollback``) and no decision on the group
 is enforced this pass; the unbound members keep the plan until no member is bound under it (a
 rollback write that fails leaves the plan half-applied, to be rolled back again), then the next
@@ -149,6 +152,8 @@ def stage(
         if _completes(found, by_ref, version) and group not in failed:
             reuse[group] = plan_id
             continue
+        if len(found.bound) >= found.plan.min > 0:
+            continue  # bound at its minimum at once: the admission stands, the rest wait
         failed.add(group)
         reuse.pop(group, None)
         rolled += found.bound
@@ -167,7 +172,7 @@ def stage(
     unplanned = [
         Unplan(ref, group, plan_id)
         for (group, plan_id), found in written.items()
-        if not found.bound
+        if not found.bound or (group not in failed and len(found.bound) >= found.plan.min > 0)
         for ref in found.unbound
         if ref not in plans
     ]

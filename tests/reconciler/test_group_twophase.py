@@ -61,7 +61,8 @@ def admit(name: str, cluster: str = "east", action: Action = Action.ADMIT) -> De
 
 def planned(name: str, placed: bool, plan_id: str = "p1", cluster: str = "east", **kw: Any):
     """A member carrying a plan; ``placed``: bound under it (on ``cluster``)."""
-    text = MemberPlan(GROUP, plan_id, (cluster,), 2, 2, kw.pop("version", VERSION)).text()
+    size, minimum = kw.pop("size", 2), kw.pop("minimum", 2)
+    text = MemberPlan(GROUP, plan_id, (cluster,), minimum, size, kw.pop("version", VERSION)).text()
     view = enforce.member(name, placed, group=GROUP if placed else None)
     return dataclasses.replace(
         view,
@@ -110,6 +111,23 @@ def test_a_half_applied_plan_the_cycle_places_elsewhere_or_not_at_all_is_rolled_
     half = enforce.world(planned("a", True), planned("b", False))
     rolled_back_whole(groupphase.stage(half, [admit("b", "west")], VERSION, NOW))
     rolled_back_whole(groupphase.stage(half, [admit("b", action=Action.PENDING)], VERSION, NOW))
+
+
+def test_a_half_applied_plan_with_its_minimum_bound_stands_and_the_rest_are_decided_afresh():
+    # catches: a group bound at its minimum at once taken off its clusters because a member
+    # beyond the minimum could not complete (the kill test's "rolled back with its group at its
+    # min", seen when a leader's writes stopped at its lease deadline mid-plan)
+    three = {"size": 3, "minimum": 2}
+    half = enforce.world(
+        planned("a", True, **three), planned("b", True, **three), planned("c", False, **three)
+    )
+    staged = groupphase.stage(half, [admit("c", action=Action.PENDING)], VERSION, NOW)
+    assert staged.rolled_back == () and staged.plans == {}
+    assert [u.binding for u in staged.unplanned] == ["research/c-pytorchjob"]
+    assert not {"research/a-pytorchjob", "research/b-pytorchjob"} & staged.held
+    short = enforce.world(planned("a", True, **three), planned("c", False, **three))
+    staged = groupphase.stage(short, [admit("c", action=Action.PENDING)], VERSION, NOW)
+    assert staged.rolled_back == ("research/a-pytorchjob",)  # below its minimum: rolled back
 
 
 def test_a_plan_nobody_is_bound_under_is_superseded_or_removed_and_a_complete_one_kept():
