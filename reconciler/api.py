@@ -41,7 +41,13 @@ from reconciler.apiauth import OPEN_PATHS, Delegated, attributes_of
 from reconciler.jobsview import STATES, PassView, build_view
 from reconciler.metrics import CONTENT_TYPE, ReconcilerMetrics
 from reconciler.preview import Preview, Taken
-from reconciler.visibility import GROUP, RequestHeader, create_visibility_app, redacted
+from reconciler.visibility import (
+    GROUP,
+    RequestHeader,
+    create_visibility_app,
+    namespaces_of,
+    redacted,
+)
 
 if TYPE_CHECKING:
     from reconciler.loop import PassSummary, Reconciler
@@ -184,8 +190,7 @@ def create_app(
             meta["metadata"]["remainingItemCount"] = rest
         items = [e.item for e in page]
         if namespace and auth is not None:  # a tenant's view: no other namespace's job named
-            known = frozenset(e.ref.split("/", 1)[0] for e in view.jobs)
-            items = [redacted(i, namespace, known) for i in items]
+            items = [redacted(i, namespace, namespaces_of(view)) for i in items]
         return _json({"kind": "JobList", "apiVersion": API_VERSION, **meta, "items": items})
 
     @app.get("/api/v1/jobs/<namespace>/<name>")
@@ -196,8 +201,7 @@ def create_app(
             raise _not_found("job", f"{namespace}/{name}")
         detail = view.detail(entry)
         if auth is not None:  # a tenant's view: no other namespace's job named
-            known = frozenset(e.ref.split("/", 1)[0] for e in view.jobs)
-            detail = redacted(detail, namespace, known)
+            detail = redacted(detail, namespace, namespaces_of(view))
         return _json({"kind": "Job", "apiVersion": API_VERSION, **_meta(view), **detail})
 
     @app.get("/metrics")

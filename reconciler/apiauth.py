@@ -15,6 +15,7 @@ numbers per queue, no job) stay open: the kubelet and Prometheus must reach them
 from __future__ import annotations
 
 import hashlib
+import json
 import threading
 import time
 from collections.abc import Callable
@@ -114,8 +115,6 @@ class Delegated:
 
     def _call(self, create: Callable[..., Any], body: dict[str, Any]) -> dict[str, Any]:
         answer = create(body, _preload_content=False, _request_timeout=10)
-        import json
-
         return dict(json.loads(answer.read()).get("status") or {})
 
     def _kept(self, cache: dict[Any, tuple[float, Any]], key: Any) -> tuple[Any] | None:

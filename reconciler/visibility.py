@@ -23,11 +23,13 @@ Resources (every one read-only, built from the same pass as ``/api/v1``):
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import kubernetes
 from flask import Flask, Response, request
 
 from reconciler.jobsview import PassView
@@ -70,8 +72,6 @@ def request_header_of(data: Mapping[str, str]) -> RequestHeader | None:
         return None
 
     def listed(key: str, default: tuple[str, ...]) -> tuple[str, ...]:
-        import json
-
         text = data.get(key)
         if not text:
             return default
@@ -91,8 +91,6 @@ def request_header_of(data: Mapping[str, str]) -> RequestHeader | None:
 
 def read_request_header(api: Any) -> RequestHeader | None:
     """``extension-apiserver-authentication`` read with ``api`` (a ``kubernetes`` ApiClient)."""
-    import kubernetes
-
     found = kubernetes.client.CoreV1Api(api).read_namespaced_config_map(
         AUTHENTICATION_CONFIGMAP[1], AUTHENTICATION_CONFIGMAP[0]
     )
@@ -168,7 +166,7 @@ def create_visibility_app(
         entry = current.find(namespace, name)
         if entry is None:
             return answer(404, "NotFound", f'jobs.{GROUP} "{name}" not found')
-        detail = redacted(current.detail(entry), namespace, _namespaces(current))
+        detail = redacted(current.detail(entry), namespace, namespaces_of(current))
         return json_response({"kind": "Job", "apiVersion": GROUP_VERSION, **detail})
 
     @app.get(f"{PREFIX}/queues")
@@ -196,7 +194,7 @@ def _jobs(
     if namespace is None:  # RBAC let the caller list every namespace's jobs
         items = [e.item for e in current.jobs]
     else:
-        known = _namespaces(current)
+        known = namespaces_of(current)
         items = [
             redacted(e.item, namespace, known)
             for e in current.jobs
@@ -205,7 +203,8 @@ def _jobs(
     return json_response({"kind": "JobList", "apiVersion": GROUP_VERSION, "items": items})
 
 
-def _namespaces(current: PassView) -> frozenset[str]:
+def namespaces_of(current: PassView) -> frozenset[str]:
+    """The namespaces of the view's jobs (what :func:`redacted` hides the jobs of)."""
     return frozenset(e.ref.split("/", 1)[0] for e in current.jobs if "/" in e.ref)
 
 

@@ -10,16 +10,14 @@ allowed names; both are published in ``kube-system/extension-apiserver-authentic
 
 from __future__ import annotations
 
-import datetime
 import ssl
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from cryptography.x509.oid import ExtendedKeyUsageOID
+
+from sandbox import tls
 
 CLIENT_NAME = "front-proxy-client"
 USERNAME_HEADERS = ("X-Remote-User",)
@@ -51,56 +49,8 @@ class FrontProxy:
         return context
 
 
-def _name(common_name: str) -> x509.Name:
-    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
-
-
 def generate(common_name: str = CLIENT_NAME, days: int = 30) -> FrontProxy:
-    now = datetime.datetime.now(datetime.UTC)
-    start, end = now - datetime.timedelta(minutes=5), now + datetime.timedelta(days=days)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_usage = x509.KeyUsage(
-        digital_signature=True,
-        content_commitment=False,
-        key_encipherment=False,
-        data_encipherment=False,
-        key_agreement=False,
-        key_cert_sign=True,
-        crl_sign=True,
-        encipher_only=False,
-        decipher_only=False,
+    ca_pem, cert_pem, key_pem = tls.issue(
+        "fleetgate-sandbox-front-proxy-ca", common_name, ExtendedKeyUsageOID.CLIENT_AUTH, days=days
     )
-    ca = (
-        x509.CertificateBuilder()
-        .subject_name(_name("fleetgate-sandbox-front-proxy-ca"))
-        .issuer_name(_name("fleetgate-sandbox-front-proxy-ca"))
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(start)
-        .not_valid_after(end)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(ca_usage, critical=True)
-        .sign(ca_key, hashes.SHA256())
-    )
-    key = ec.generate_private_key(ec.SECP256R1())
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(_name(common_name))
-        .issuer_name(ca.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(start)
-        .not_valid_after(end)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .sign(ca_key, hashes.SHA256())
-    )
-    pem = serialization.Encoding.PEM
-    return FrontProxy(
-        ca_pem=ca.public_bytes(pem),
-        cert_pem=cert.public_bytes(pem),
-        key_pem=key.private_bytes(
-            pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        ),
-        common_name=common_name,
-    )
+    return FrontProxy(ca_pem, cert_pem, key_pem, common_name)

@@ -6,6 +6,10 @@ One :class:`ApiHandler` per connection (a thread each, see :mod:`sandbox.server`
 :class:`~sandbox.store.Store`; a :class:`~sandbox.errors.StatusError` becomes its Status.
 Every request is first authenticated and authorized, and reviews and aggregated APIs are
 answered before the store's routing (:mod:`sandbox.access`).
+
+One module past 400 lines: the verbs, the watch stream and the Table output share one
+request's handler state; authentication, authorization and aggregation live in
+:mod:`sandbox.access`.
 """
 
 from __future__ import annotations

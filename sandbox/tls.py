@@ -44,13 +44,39 @@ def _name(common_name: str) -> x509.Name:
 def generate(
     hosts: tuple[str, ...] = ("127.0.0.1", "localhost"), days: int = 30
 ) -> ServingCertificate:
+    names: list[x509.GeneralName] = []
+    for host in hosts:
+        try:
+            names.append(x509.IPAddress(ipaddress.ip_address(host)))
+        except ValueError:
+            names.append(x509.DNSName(host))
+    return ServingCertificate(
+        *issue(
+            "fleetgate-sandbox-ca",
+            "fleetgate-sandbox-apiserver",
+            ExtendedKeyUsageOID.SERVER_AUTH,
+            names,
+            days,
+        )
+    )
+
+
+def issue(
+    ca_name: str,
+    common_name: str,
+    usage: x509.ObjectIdentifier,
+    names: list[x509.GeneralName] | None = None,
+    days: int = 30,
+) -> tuple[bytes, bytes, bytes]:
+    """(CA, certificate, key) as PEM: a new CA named ``ca_name`` and one certificate it signs
+    for ``common_name``, for ``usage`` (server or client auth), with ``names`` as its SANs."""
     now = datetime.datetime.now(datetime.UTC)
     start, end = now - datetime.timedelta(minutes=5), now + datetime.timedelta(days=days)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca = (
         x509.CertificateBuilder()
-        .subject_name(_name("fleetgate-sandbox-ca"))
-        .issuer_name(_name("fleetgate-sandbox-ca"))
+        .subject_name(_name(ca_name))
+        .issuer_name(_name(ca_name))
         .public_key(ca_key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(start)
@@ -73,30 +99,25 @@ def generate(
         .sign(ca_key, hashes.SHA256())
     )
     key = ec.generate_private_key(ec.SECP256R1())
-    names: list[x509.GeneralName] = []
-    for host in hosts:
-        try:
-            names.append(x509.IPAddress(ipaddress.ip_address(host)))
-        except ValueError:
-            names.append(x509.DNSName(host))
-    cert = (
+    builder = (
         x509.CertificateBuilder()
-        .subject_name(_name("fleetgate-sandbox-apiserver"))
+        .subject_name(_name(common_name))
         .issuer_name(ca.subject)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(start)
         .not_valid_after(end)
-        .add_extension(x509.SubjectAlternativeName(names), critical=False)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+    )
+    if names:
+        builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
+    cert = (
+        builder.add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .sign(ca_key, hashes.SHA256())
     )
     pem = serialization.Encoding.PEM
-    return ServingCertificate(
-        ca_pem=ca.public_bytes(pem),
-        cert_pem=cert.public_bytes(pem),
-        key_pem=key.private_bytes(
-            pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        ),
+    return (
+        ca.public_bytes(pem),
+        cert.public_bytes(pem),
+        key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()),
     )

@@ -21,6 +21,9 @@ Here:
 - ``GuardedServer`` keeps at most ``max_connections`` open: a new connection beyond that takes
   the place of the oldest one that has sent nothing since it was accepted (so idle connections
   cannot lock clients out), or is closed at once when there is none.
+
+One module past 400 lines: the gate, the deadline reader and the server share one connection's
+life cycle; splitting them would put its invariants in two places.
 """
 
 from __future__ import annotations

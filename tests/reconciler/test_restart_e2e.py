@@ -5,8 +5,7 @@ the ones they held (issue 29, item 7)."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import kubernetes
 import pytest
@@ -20,6 +19,7 @@ from sandbox.server import Sandbox
 from sandbox.store import Store
 from tests.conftest import REPO
 from tests.reconciler.conftest import time_limit
+from tests.reconciler.test_loop import eventually
 from tests.sandbox.builders import binding, pytorchjob
 
 PATIENCE_S = 15.0
@@ -52,13 +52,6 @@ def submit(sandbox: Sandbox, name: str) -> None:
     sandbox.store.create(RESOURCE_BINDINGS.key, binding(name))
 
 
-def eventually(check: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + PATIENCE_S
-    while not check():
-        assert time.monotonic() < deadline, f"gave up waiting for {what}"
-        time.sleep(0.05)
-
-
 def seen_by_a_pass(rec: Reconciler) -> tuple[list[str], list[str]]:
     """(bindings, workloads) the snapshot of a new pass holds."""
     rec.run_once()
@@ -86,7 +79,7 @@ def test_a_reset_api_server_is_relisted_by_every_informer(sandbox: Sandbox, rec:
     bindings = rec.informers[RESOURCE_BINDINGS.key]
     for i in range(30):
         submit(sandbox, f"old{i:02d}")
-    eventually(lambda: len(bindings.snapshot_items()) == 30, "the 30 jobs")
+    eventually(lambda: len(bindings.snapshot_items()) == 30, PATIENCE_S)  # the 30 jobs
     held = bindings.resource_version
     assert seen_by_a_pass(rec)[0] == [
         f"ResourceBinding/default/old{i:02d}-pytorchjob" for i in range(30)
@@ -101,10 +94,11 @@ def test_a_reset_api_server_is_relisted_by_every_informer(sandbox: Sandbox, rec:
         ["ResourceBinding/default/new-a-pytorchjob", "ResourceBinding/default/new-b-pytorchjob"],
         ["default/new-a", "default/new-b"],
     )
-    eventually(lambda: seen_by_a_pass(rec) == expected, "the restarted server's jobs alone")
+    # the restarted server's jobs alone
+    eventually(lambda: seen_by_a_pass(rec) == expected, PATIENCE_S)
     assert bindings.lists == 2
     # every cache holds what the restarted server holds: an informer whose resume point the
     # new counter had already reached (an empty kind, listed before the 30 jobs) watches on
-    eventually(lambda: caches(rec) == served(sandbox, rec), "every cache to match the server")
+    eventually(lambda: caches(rec) == served(sandbox, rec), PATIENCE_S)
     submit(sandbox, "later")  # and watches again from the new list
-    eventually(lambda: bindings.get("default", "later-pytorchjob") is not None, "a later job")
+    eventually(lambda: bindings.get("default", "later-pytorchjob") is not None, PATIENCE_S)

@@ -83,6 +83,21 @@ def submit_in(custom: kubernetes.client.CustomObjectsApi, namespace: str, name: 
     custom.create_namespaced_custom_object("kubeflow.org", "v1", namespace, "pytorchjobs", job)
 
 
+def serve_two_tenants(
+    kubeconfig: Path, custom, fleet_world: KarmadaControllers, tls: tuple[Path, Path], log: Path
+) -> ServeProcess:
+    """A job of research's and one of team-b's bound by Karmada's detector, then ``fleetgate
+    serve --visibility-port`` (one replica) with the serving certificate ``tls``."""
+    submit(custom, "first", workers=2)
+    submit_in(custom, "team-b", "theirs")
+    fleet_world.run_once()
+    cert, key = tls
+    return ServeProcess(
+        kubeconfig, "replica-v", log, "--no-leader-elect",
+        "--visibility-port", "0", "--tls-cert", str(cert), "--tls-key", str(key),
+    )  # fmt: skip
+
+
 def visibility_url(process: ServeProcess) -> str:
     line = next(x for x in process.lines if x.strip().startswith("visibility: "))
     return line.split("visibility: ", 1)[1].strip()
@@ -99,13 +114,7 @@ def test_the_visibility_api_answers_only_the_front_proxy_and_one_namespace_at_a_
     unnamed = write_certificates(tmp_path / "unnamed", common_name="someone", ca=signer)[:2]
     front_proxy_settings(api_client, proxy_ca)
     other_namespace(api_client, "team-b")
-    submit(custom, "first", workers=2)  # research's
-    submit_in(custom, "team-b", "theirs")
-    fleet_world.run_once()
-    served = ServeProcess(
-        kubeconfig, "replica-v", tmp_path / "serve.log", "--no-leader-elect",
-        "--visibility-port", "0", "--tls-cert", str(cert), "--tls-key", str(key),
-    )  # fmt: skip
+    served = serve_two_tenants(kubeconfig, custom, fleet_world, (cert, key), tmp_path / "v.log")
     try:
         served.wait_ready()
         url = visibility_url(served)

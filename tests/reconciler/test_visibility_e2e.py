@@ -27,7 +27,12 @@ from sandbox.store import Store
 from tests.conftest import require_tool
 from tests.reconciler.serveproc import ServeProcess
 from tests.reconciler.test_loop import binding, clock, custom, eventually, fleet_world, submit
-from tests.reconciler.test_visibility import other_namespace, submit_in, visibility_url
+from tests.reconciler.test_visibility import (
+    other_namespace,
+    serve_two_tenants,
+    submit_in,
+    visibility_url,
+)
 from tests.webhook.helpers import write_certificates
 
 __all__ = ["clock", "custom", "fleet_world"]  # fixtures used by name
@@ -100,13 +105,7 @@ def test_each_tenant_reads_its_own_jobs_through_the_aggregated_api_and_not_the_o
     may_read_jobs(api_client, "research", "alice")
     may_read_jobs(api_client, "team-b", "bob")
     register(api_client, serving_ca)
-    submit(custom, "first", workers=2)
-    submit_in(custom, "team-b", "theirs")
-    fleet_world.run_once()
-    served = ServeProcess(
-        kubeconfig, "replica-v", tmp_path / "serve.log", "--no-leader-elect",
-        "--visibility-port", "0", "--tls-cert", str(cert), "--tls-key", str(key),
-    )  # fmt: skip
+    served = serve_two_tenants(kubeconfig, custom, fleet_world, (cert, key), tmp_path / "v.log")
     try:
         served.wait_ready()
         sandbox.service_urls[SERVICE] = visibility_url(served)
