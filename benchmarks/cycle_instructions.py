@@ -36,9 +36,7 @@ def child(args: argparse.Namespace, ready: Path, go: Path, result: Path) -> None
     switched on, run one warm cycle, write what it admitted and leave at once."""
     from engine.bench.runner import NOW, load_documents
     from engine.bench.synthetic import synthetic_fleet
-    from engine.cycle.cycle import Cycle
-    from engine.cycle.jobs import JobCache
-    from engine.cycle.reasons import Action
+    from engine.cycle import Action, Cycle, JobCache
 
     fleet = synthetic_fleet(
         jobs=args.jobs, clusters=args.clusters, queues=args.queues, seed=args.seed, now=NOW

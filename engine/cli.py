@@ -262,7 +262,7 @@ def read_fleet_objects(paths: Sequence[Path]) -> list[tuple[str, Mapping[str, An
 
 def _dry_run(args: argparse.Namespace) -> int:
     from engine import dryrun
-    from engine.cycle.cycle import run_cycle
+    from engine.cycle import run_cycle
     from engine.fleet.nodeshape import cluster_warnings
     from engine.fleet.snapshot import build_snapshot
     from engine.gcpause import collector_paused

@@ -15,8 +15,8 @@ import datetime as dt
 from collections import Counter
 from dataclasses import dataclass
 
-from engine.cycle import vectors
-from engine.cycle.model import CycleResult, Decision, QueueReport
+from engine import vectors
+from engine.cycle import CycleResult, Decision, QueueReport
 
 # What a reviewer reads in a decision; a difference in any of them is a change. The cluster
 # notes (why a cluster was not chosen) are part of the message's story, compared too.

@@ -30,7 +30,7 @@ class GitError(FleetgateError):
 
 def run(args: argparse.Namespace) -> int:
     from engine import diffreport
-    from engine.cycle.cycle import run_cycle
+    from engine.cycle import run_cycle
     from engine.diff import diff_results
     from engine.gcpause import collector_paused
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine import vectors
 from engine.annotations import format_time
-from engine.cycle import vectors
-from engine.cycle.model import Decision
+from engine.cycle import Decision
 from engine.diff import DecisionChange, Diff, QueueChange, vector_changes
 
 # the JSON contract's names for the Decision fields that differ (engine.diff.DECISION_FIELDS)

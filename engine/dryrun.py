@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from engine import vectors
 from engine.annotations import format_time
-from engine.cycle import vectors
-from engine.cycle.model import CycleResult, Decision, QueueReport
-from engine.cycle.reasons import Reason
+from engine.cycle import CycleResult, Decision, QueueReport, Reason
 from engine.fleet.model import SnapshotIssue
 
 

@@ -31,8 +31,7 @@ from werkzeug.exceptions import HTTPException
 
 from engine import untrusted
 from engine.annotations import format_time
-from engine.cycle.jobcache import JobCache
-from engine.cycle.model import CycleResult
+from engine.cycle import CycleResult
 from engine.fleet.model import Snapshot
 from engine.policy.policyset import PolicySet
 from engine.policy.reload import NoPolicySetError
@@ -69,7 +68,6 @@ class LatestPass:
 
     def __init__(self, reconciler: Reconciler) -> None:
         self._lock = threading.Lock()
-        self._cache = JobCache()  # the view's own: the reconciler's belongs to its thread
         self._pass: tuple[CycleResult, Snapshot | None, PolicySet] | None = None
         self._view: PassView | None = None
         self._preview: tuple[Taken, PassView] | None = None
@@ -109,7 +107,7 @@ class LatestPass:
                     "the leader's API answers)",
                 )
             if self._view is None:
-                self._view = build_view(*self._pass, self._cache)
+                self._view = build_view(self._pass[0], self._pass[2])
             return self._view
 
     def _follower_view(self) -> PassView:
@@ -123,7 +121,7 @@ class LatestPass:
             raise ApiError(503, "ServiceUnavailable", str(error)) from error
         with self._lock:
             if self._preview is None or self._preview[0] is not taken:
-                self._preview = (taken, build_view(*taken, self._cache))
+                self._preview = (taken, build_view(taken[0], taken[2]))
             return self._preview[1]
 
 

@@ -22,7 +22,7 @@ import urllib3
 from kubernetes.client.exceptions import ApiException
 
 from engine import annotations as ann
-from engine.cycle.model import Decision
+from engine.cycle import Decision
 from engine.errors import FleetgateError
 from reconciler.adopt import Adoption
 from reconciler.events import event_body

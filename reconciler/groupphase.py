@@ -43,8 +43,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from engine import annotations as ann
-from engine.cycle.model import Decision
-from engine.cycle.reasons import Action
+from engine.cycle import Action, Decision
 from engine.fleet.model import BindingView, Snapshot
 from reconciler.lifecycle import binding_ref
 

@@ -18,8 +18,8 @@ minimum, and more than none → every member that stays placed is taken off its 
 without counting an attempt (like a preemption; a member that failed carries its own attempt
 and backoff). A member failing later requeues the group unless the members still running meet
 the minimum. A waiting member of a group named only by the SchedulingPolicy's ``spec.groups``
-is recognised through its mapping (``mapped_source``: the JobCache's, as the cycle read it), so
-one in backoff says its group is short too.
+is recognised through the cycle's record of it (``CycleResult.jobs``), so one in backoff says its
+group is short too.
 
 The admission itself is two-phase (``reconciler.groupphase``): a plan written on every member
 first, then the Admit patches; a plan half-applied by a crash is completed on its clusters or
@@ -29,19 +29,13 @@ rolled back whole. :func:`enforcement` joins both checks for the loop.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from engine import annotations as ann
-from engine.cycle import groups
-from engine.cycle.jobcache import JobCache
-from engine.cycle.jobmapping import Mapped
-from engine.cycle.jobs import read_job
-from engine.cycle.model import Decision
-from engine.cycle.reasons import Action, Reason
-from engine.fleet.model import BindingView, Snapshot
-from engine.policy.policyset import PolicySet
+from engine.cycle import Action, Decision, JobRecord, Reason, group_label
+from engine.fleet.model import Snapshot
 from reconciler import groupphase
 from reconciler.groupphase import MemberPlan, Unplan
 from reconciler.lifecycle import binding_ref
@@ -49,11 +43,6 @@ from reconciler.plan import EventSpec, Mode, Plan, StatusUpdate, patch_of
 
 ROLLED_BACK = "GroupRolledBack"  # what PassSummary.applied_to records for a rollback write
 PLAN_CLEARED = "GroupPlanCleared"  # … for a rolled-back plan removed from an unbound member
-
-MappedOf = Callable[[BindingView], Mapped | None]
-"""The SchedulingPolicy's mapping of a binding (its ``spec.groups`` group), for a member the
-cycle's decisions do not name the group of (one in backoff)."""
-
 
 @dataclass(frozen=True, slots=True)
 class GroupRollback:
@@ -84,32 +73,17 @@ class Enforcement:
     held: frozenset[str] = frozenset()  # bindings whose decisions are not enforced this pass
 
 
-def mapped_source(
-    snapshot: Snapshot, policies: PolicySet, cache: JobCache, now: dt.datetime
-) -> MappedOf | None:
-    """The mapping of a binding as the cycle read it (from ``cache``: no CEL evaluated again
-    for a binding the cycle just read); None when the policies assign no ``spec.groups``."""
-    if policies.scheduling.groups is None:
-        return None
-
-    def mapped_of(binding: BindingView) -> Mapped | None:
-        job = read_job(snapshot, policies, cache, now, binding)
-        return getattr(job, "mapped", None)
-
-    return mapped_of
-
-
 def enforcement(
     snapshot: Snapshot,
     leaving: Iterable[str],
     decisions: Iterable[Decision],
     version: str,
     now: dt.datetime,
-    mapped_of: MappedOf | None = None,
+    jobs: Mapping[str, JobRecord] | None = None,
 ) -> Enforcement:
     """:func:`rollbacks` and ``groupphase.stage`` for one pass, a member rolled back once."""
     decided = list(decisions)
-    short = rollbacks(snapshot, leaving, decided, mapped_of)
+    short = rollbacks(snapshot, leaving, decided, jobs)
     staged = groupphase.stage(snapshot, decided, version, now)
     seen = {r.binding for r in short}
     why = "a plan half-applied cannot be completed on its clusters under the current policy"
@@ -132,7 +106,7 @@ def rollbacks(
     snapshot: Snapshot,
     leaving: Iterable[str],
     decisions: Iterable[Decision],
-    mapped_of: MappedOf | None = None,
+    jobs: Mapping[str, JobRecord] | None = None,
 ) -> tuple[GroupRollback, ...]:
     """The members to take off their clusters this pass, in binding order. ``leaving``: the
     bindings the lifecycle reclaims this pass; the cycle's Preempt decisions leave too.
@@ -140,8 +114,10 @@ def rollbacks(
     Only a shortfall that is seen is acted on: a member leaving now, or one waiting (its binding
     unplaced: a template of the group, or the cycle's Pending or Rejected decision naming the
     group) while fewer than the minimum stay placed. A member whose binding is gone (a
-    finished job deleted) is no reason to stop the others. ``mapped_of`` names the
-    ``spec.groups`` group of a waiting member its template does not name one for."""
+    finished job deleted) is no reason to stop the others. ``jobs`` (the cycle's records,
+    ``CycleResult.jobs``) names the group of a waiting member as the cycle read it, a group
+    named only by the SchedulingPolicy's ``spec.groups`` too; without a record, its template
+    names it or it is in none."""
     decided = list(decisions)
     gone = set(leaving) | {d.binding for d in decided if d.action == Action.PREEMPT}
     admitted: dict[str, int] = {}
@@ -168,16 +144,16 @@ def rollbacks(
             wanting.add(name)
     if not staying:
         return ()
-    # the spec.groups mapping is read only while a group placed is not known to be short yet
-    unknown = mapped_of if any(name not in wanting for name in staying) else None
+    records = jobs if jobs is not None else {}
     for binding in snapshot.bindings:  # a member waiting (in backoff too) says the group is short
         if not binding.clusters and binding.labels.get(ann.MANAGED) == "true":
-            workload = snapshot.workload_for(binding)
-            key = groups.key_of(workload)
-            if key is None and workload is not None and unknown is not None:
-                key = groups.key_of(workload, unknown(binding))
-            if key is not None:
-                wanting.add(groups.label(key))
+            record = records.get(binding_ref(binding))
+            if record is not None:
+                name = record.group
+            else:
+                name = group_label(snapshot.workload_for(binding))
+            if name is not None:
+                wanting.add(name)
     found: list[GroupRollback] = []
     for name, refs in staying.items():
         remaining = len(refs) + admitted.get(name, 0)

@@ -48,10 +48,7 @@ import kubernetes
 from kubernetes.client.exceptions import ApiException
 
 from engine import annotations as ann
-from engine.cycle.cycle import run_cycle
-from engine.cycle.estimates import shapes_wanted
-from engine.cycle.jobcache import JobCache
-from engine.cycle.model import CycleResult, Decision
+from engine.cycle import CycleResult, Decision, JobCache, run_cycle, shapes_wanted
 from engine.errors import FleetgateError
 from engine.fleet.model import Snapshot
 from engine.fleet.readmemo import ReadMemo
@@ -243,14 +240,13 @@ class Reconciler:
                 self._count(attempt, summary)
             # a group placed below its minimum, or a group plan half-applied that cannot be
             # completed, leaves whole; a group is bound in two phases (reconciler.groupplan)
-            mapped_of = groupplan.mapped_source(snapshot, policies, self.cache, moment)
             grouped = groupplan.enforcement(
                 snapshot,
                 changes.reclaimed,
                 result.decisions,
                 result.policy_version,
                 moment,
-                mapped_of,
+                result.jobs,
             )
             back = grouped.rollbacks
             skip = changes.reclaimed | grouped.held

@@ -26,7 +26,6 @@ karmada-scheduler-estimators (``reconciler.estimator``) are counted by cluster a
 
 from __future__ import annotations
 
-import datetime as dt
 import threading
 from collections import Counter as Tally
 from collections.abc import Iterator, Mapping
@@ -37,15 +36,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from engine import annotations as ann
-from engine.cycle.jobcache import JobCache
-from engine.cycle.jobmapping import map_job
-from engine.cycle.jobs import AdmittedJob, PendingJob, read_job
-from engine.cycle.jobvalues import JobValues
-from engine.cycle.model import CycleResult
-from engine.cycle.reasons import Action
-from engine.fleet.model import BindingView, Snapshot
-from engine.policy.policyset import PolicySet
+from engine.cycle import Action, CycleResult
 from reconciler.groupplan import ROLLED_BACK
 from reconciler.lifecycle import Trigger
 
@@ -147,37 +138,31 @@ class ReconcilerMetrics:
             self._attached.add(id(reconciler))
 
         def observer(result: CycleResult, summary: PassSummary) -> None:
-            self.observe(result, summary, reconciler.last_snapshot, reconciler.policies.current)
+            self.observe(result, summary)
 
         reconciler.observers.append(observer)
         return self
 
-    def observe(
-        self,
-        result: CycleResult,
-        summary: PassSummary,
-        snapshot: Snapshot | None = None,
-        policies: PolicySet | None = None,
-    ) -> None:
-        """Record one pass: its result, what it wrote, and the snapshot it read with its
-        policies (the queued-at times of the jobs it admitted, the queues of the jobs the
-        lifecycle reclaimed; without them those are not recorded, or under queue "")."""
+    def observe(self, result: CycleResult, summary: PassSummary) -> None:
+        """Record one pass: its result (with the records of the jobs its cycle read: when the
+        jobs it admitted were queued, the queues of the jobs the lifecycle reclaimed) and what
+        it wrote."""
         self.gauges = gauges_of(result)
         self.pass_duration.observe(summary.seconds)
         for outcome in OUTCOMES:
             count = getattr(summary, outcome)
             if count:
                 self.writes.labels(outcome).inc(count)
-        for (cluster, result), calls in sorted(summary.estimator_requests.items()):
-            self.estimator_requests.labels(cluster, result).inc(calls)
+        for (cluster, answer), calls in sorted(summary.estimator_requests.items()):
+            self.estimator_requests.labels(cluster, answer).inc(calls)
         by_ref = {d.binding: d for d in result.decisions} if summary.applied_to else {}
         written = [(by_ref.get(ref), what) for ref, what in summary.applied_to]
         admitted = [d for d, what in written if d is not None and what == Action.ADMIT]
         preempted = [d for d, what in written if d is not None and what == Action.PREEMPT]
-        bindings = _bindings(snapshot) if admitted and snapshot is not None else {}
         for decision in admitted:
             self.admissions.labels(decision.queue).inc()
-            queued = _queued_at(bindings.get(decision.binding))
+            record = result.jobs.get(decision.binding)
+            queued = record.queued_at if record is not None else None
             if queued is not None:
                 waited = (result.now - queued).total_seconds()
                 self.wait_time.labels(decision.queue).observe(max(0.0, waited))
@@ -186,11 +171,10 @@ class ReconcilerMetrics:
             queue = preemptor.queue if preemptor is not None else ""
             self.preemptions.labels(queue, IN_QUEUE if queue == victim.queue else RECLAIM).inc()
             self.evicted(victim.queue, PREEMPTED)
-        reclaimed = [(ref, what) for ref, what in summary.applied_to if what in EVICTING]
-        if reclaimed:
-            queues = _queues_of([ref for ref, _ in reclaimed], result.now, snapshot, policies)
-            for ref, trigger in reclaimed:
-                self.evicted(queues.get(ref, ""), trigger)
+        for ref, trigger in summary.applied_to:
+            if trigger in EVICTING:
+                record = result.jobs.get(ref)
+                self.evicted(record.queue if record is not None else "", trigger)
 
     def evicted(self, queue: str, reason: str) -> None:
         """Count one admitted job of ``queue`` evicted for ``reason``. The loop's writes
@@ -224,45 +208,6 @@ def gauges_of(result: CycleResult) -> Gauges:
         share={q.name: q.share for q in result.queues},
         last_pass=result.now.timestamp(),
     )
-
-
-def _bindings(snapshot: Snapshot) -> dict[str, BindingView]:
-    return {(f"{b.namespace}/{b.name}" if b.namespace else b.name): b for b in snapshot.bindings}
-
-
-def _queues_of(
-    refs: list[str], now: dt.datetime, snapshot: Snapshot | None, policies: PolicySet | None
-) -> dict[str, str]:
-    """The queues of admitted jobs (no decision names them): their mapping, evaluated again
-    for these few bindings."""
-    if snapshot is None or policies is None:
-        return {}
-    bindings = _bindings(snapshot)
-    cache = JobCache()
-    found: dict[str, str] = {}
-    for ref in refs:
-        binding = bindings.get(ref)
-        if binding is None:
-            continue
-        job = read_job(snapshot, policies, cache, now, binding)
-        if isinstance(job, AdmittedJob | PendingJob):
-            found[ref] = job.mapped.queue
-            continue
-        # a job that failed on its member is finished, not admitted: its mapping says the queue
-        workload = snapshot.workload_for(binding)
-        name = workload.priority_class_name if workload is not None else None
-        priority = cache.priority_value(snapshot, name)
-        if workload is not None and priority is not None:
-            values = JobValues(workload, priority)
-            found[ref] = map_job(policies, cache, binding, values, priority, now).queue
-    return found
-
-
-def _queued_at(binding: BindingView | None) -> dt.datetime | None:
-    """When the job entered its queue, as the cycle orders it (``engine.cycle.jobs``)."""
-    if binding is None:
-        return None
-    return ann.parse_time(binding.annotations.get(ann.QUEUED_AT, "")) or binding.created_at
 
 
 class _GaugeCollector(Collector):

@@ -17,9 +17,7 @@ from typing import Any
 
 from engine import annotations as ann
 from engine import untrusted
-from engine.cycle.explain import pending_note
-from engine.cycle.model import Decision
-from engine.cycle.reasons import Action, Reason
+from engine.cycle import Action, Decision, Reason, pending_note
 from engine.errors import FleetgateError
 from reconciler.lifecycle import Confirm, Reclaim, Started
 

@@ -16,9 +16,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from engine.cycle.cycle import run_cycle
-from engine.cycle.jobcache import JobCache
-from engine.cycle.model import CycleResult
+from engine.cycle import CycleResult, JobCache, run_cycle
 from engine.fleet.model import Snapshot
 from engine.fleet.readmemo import ReadMemo
 from engine.fleet.snapshot import build_snapshot

@@ -15,8 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from engine.cycle.model import Decision
-from engine.cycle.reasons import Action
+from engine.cycle import Action, Decision
 from reconciler.apply import Outcome
 
 

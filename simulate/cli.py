@@ -15,10 +15,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from engine.cycle import Baseline
 from engine.errors import PolicyLoadError
 from engine.members import FleetFileError, load_fleet, parse_duration
 from engine.policy.policyset import PolicySet, load_policy_set
-from simulate.baseline import Baseline
 from simulate.columns import OptionError, build_mapping
 from simulate.live import FaultError, read_faults
 from simulate.loop import Options, Simulation

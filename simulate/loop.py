@@ -36,10 +36,7 @@ import time
 from collections.abc import Callable
 
 from engine import requeue
-from engine.cycle.cycle import run_cycle
-from engine.cycle.jobcache import JobCache
-from engine.cycle.model import CycleResult, Decision
-from engine.cycle.reasons import Action, Reason
+from engine.cycle import Action, CycleResult, Decision, JobCache, Reason, run_cycle
 from engine.fleet.frozen import FrozenDict
 from engine.fleet.model import ClusterView, Snapshot
 from engine.gcpause import collector_paused

@@ -13,7 +13,7 @@ import datetime as dt
 from collections.abc import Mapping, Sequence
 
 from engine import annotations as ann
-from engine.cycle.model import ClusterAssignment
+from engine.cycle import ClusterAssignment
 from engine.fleet.clusters import read_cluster
 from engine.fleet.frozen import FrozenDict
 from engine.fleet.model import (

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING, cast
 
-from engine.cycle.reasons import NEVER, Reason
+from engine.cycle import NEVER, Reason
 from simulate.breakdown import breakdown
 from simulate.metrics import fragmentation, percentiles, stages, waits
 from simulate.results import GPU, JobRecord

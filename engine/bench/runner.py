@@ -12,12 +12,17 @@ cycle has filled it, as a long-running process would after warming up. Each time
 with the collector paused (``engine.gcpause``); see README, Performance.
 After the last full cycle, ``repeats`` jobs arrive one at a time and each is decided by an
 incremental cycle against the state the full cycle ended in.
+``decisions_sha256`` digests what was decided (the last full cycle's decisions and queue reports
+as JSON, then each arrival's decision): a refactor or a speed-up of the cycle must leave it
+unchanged for the same arguments.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import gc
+import hashlib
+import json
 import resource
 import statistics
 import sys
@@ -29,9 +34,7 @@ from typing import Any
 import yaml
 
 from engine.bench.synthetic import arrival, synthetic_fleet, with_arrival
-from engine.cycle.cycle import Cycle
-from engine.cycle.jobs import JobCache
-from engine.cycle.reasons import Action
+from engine.cycle import Action, Cycle, JobCache
 from engine.gcpause import collector_paused
 from engine.policy.policyset import PolicySet, load_policy_set
 
@@ -71,13 +74,14 @@ def run(jobs: int, clusters: int, queues: int, seed: int, repeats: int) -> dict[
             gc.freeze()
     assert cycle is not None and result is not None
     incremental: list[float] = []
+    arrivals = []
     snapshot = fleet.snapshot
     for index in range(max(repeats, 1)):
         binding, workload = arrival(fleet, index, seed, NOW)
         snapshot = with_arrival(snapshot, binding, workload)
         t0 = time.perf_counter()
         with collector_paused():
-            cycle.arrive(snapshot, binding)
+            arrivals.append(cycle.arrive(snapshot, binding))
         incremental.append(time.perf_counter() - t0)
     pending = sum(1 for d in result.decisions if d.action != Action.PREEMPT)
     warm = full[1:] or full
@@ -98,10 +102,16 @@ def run(jobs: int, clusters: int, queues: int, seed: int, repeats: int) -> dict[
         "admitted": sum(1 for d in result.decisions if d.action == Action.ADMIT),
         "preempted": sum(1 for d in result.decisions if d.action == Action.PREEMPT),
         "cel_evaluations": result.stats.get("celEvaluations", 0),
+        "decisions_sha256": _digest(result.to_json(), [a and a.to_json() for a in arrivals]),
         "setup_seconds": round(setup, 2),
         "peak_rss_mb": round(_peak_rss_mb(), 1),
         "python": sys.version.split()[0],
     }
+
+
+def _digest(*parts: Any) -> str:
+    text = json.dumps(parts, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _summary(values: list[float]) -> dict[str, float]:

@@ -1,0 +1,51 @@
+"""The scheduling cycle: Snapshot + PolicySet + now → CycleResult (``engine.cycle.cycle`` has
+the steps). This package's names are its one door: modules outside ``engine/cycle/`` import
+these, never the modules inside (tests/test_layering.py checks it).
+
+- :func:`run_cycle` decides every pending job; :class:`Cycle` is its working state, whose
+  ``arrive`` decides a job that came after, against the state the cycle ended in;
+- :class:`Baseline`: the cycle ``fleetgate simulate --compare baseline`` measures against;
+- :class:`JobCache` keeps what a cycle read between cycles;
+- :class:`CycleResult`: the decisions (:class:`Decision`: :class:`Action`, :class:`Reason`,
+  :class:`ClusterAssignment`), a :class:`QueueReport` per queue, and ``jobs``, a
+  :class:`JobRecord` (:class:`JobState`) per managed job the cycle read;
+- :data:`NEVER`: the reasons a job will not be admitted however long it waits;
+- :func:`group_label`: the co-admission group a job's template names;
+- :func:`pending_note`: a waiting job's reason and message without live numbers;
+- :func:`shapes_wanted`: the pod shapes pending jobs ask for (what the estimators are asked).
+"""
+
+from engine.cycle.baseline import Baseline
+from engine.cycle.cycle import Cycle, run_cycle
+from engine.cycle.estimates import shapes_wanted
+from engine.cycle.explain import pending_note
+from engine.cycle.groups import group_label
+from engine.cycle.jobcache import JobCache
+from engine.cycle.model import (
+    ClusterAssignment,
+    CycleResult,
+    Decision,
+    JobRecord,
+    JobState,
+    QueueReport,
+)
+from engine.cycle.reasons import NEVER, Action, Reason
+
+__all__ = [
+    "NEVER",
+    "Action",
+    "Baseline",
+    "ClusterAssignment",
+    "Cycle",
+    "CycleResult",
+    "Decision",
+    "JobCache",
+    "JobRecord",
+    "JobState",
+    "QueueReport",
+    "Reason",
+    "group_label",
+    "pending_note",
+    "run_cycle",
+    "shapes_wanted",
+]

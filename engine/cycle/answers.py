@@ -7,9 +7,9 @@ from __future__ import annotations
 import functools
 from typing import NamedTuple, TypeAlias
 
-from engine.cycle import vectors
-from engine.cycle.jobs import PodGroup
-from engine.cycle.vectors import Vec
+from engine import vectors
+from engine.cycle.jobmodel import PodGroup
+from engine.vectors import Vec
 
 
 class Misfit(NamedTuple):  # a named tuple: built often, and faster than a frozen dataclass

@@ -14,12 +14,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import TypeAlias
 
-from engine.cycle import estimates, nodebounds, vectors
+from engine import vectors
+from engine.cycle import estimates, nodebounds
 from engine.cycle.answers import Misfit, estimate_text
-from engine.cycle.jobs import PodGroup
+from engine.cycle.jobmodel import PodGroup
 from engine.cycle.nodebounds import Never, Upper
-from engine.cycle.vectors import Vec
 from engine.fleet.model import ClusterView, PodShape
+from engine.vectors import Vec
 
 # what happened to the cluster's pods since the snapshot, newest first: (sign, pods, older),
 # sign 1 placed, -1 released, -2 released and taken again (``ClusterState.retake``)

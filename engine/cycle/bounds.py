@@ -10,7 +10,7 @@ import heapq
 from collections.abc import Callable, Mapping, Sequence
 
 from engine.cycle.capacity import ClusterState
-from engine.cycle.jobs import AdmittedJob, PendingJob
+from engine.cycle.jobmodel import AdmittedJob, PendingJob
 from engine.cycle.quota import QuotaNode, QuotaTree
 from engine.cycle.victims import VictimIndex
 

@@ -26,6 +26,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable
 from typing import Any
 
+from engine import vectors
 from engine.cycle import (
     dependencies,
     explain,
@@ -34,19 +35,14 @@ from engine.cycle import (
     groups_preempt,
     protection,
     ranking,
+    records,
     reservations,
-    vectors,
     victims,
 )
 from engine.cycle.capacity import cluster_states
-from engine.cycle.jobs import (
-    AdmittedJob,
-    Backoff,
-    JobCache,
-    PendingJob,
-    classify,
-    read_job,
-)
+from engine.cycle.jobcache import JobCache
+from engine.cycle.jobmodel import AdmittedJob, Backoff, PendingJob
+from engine.cycle.jobs import classify, read_job
 from engine.cycle.model import CycleResult, Decision, GroupState
 from engine.cycle.order import QueueOrder
 from engine.cycle.placement import Placer
@@ -87,10 +83,11 @@ class Cycle:
         self.cache = cache if cache is not None else JobCache()
         # 1. jobs
         # sorted here too, so the result does not depend on the snapshot's order
-        pending, admitted, backoff = classify(snapshot, policies, self.cache, now)
-        self.pending = sorted(pending, key=_REF)
-        self.admitted = sorted(admitted, key=_REF)
-        self.backoff = sorted(backoff, key=_binding_name)
+        read = classify(snapshot, policies, self.cache, now)
+        self.pending = sorted(read.pending, key=_REF)
+        self.admitted = sorted(read.admitted, key=_REF)
+        self.backoff = sorted(read.backoff, key=_binding_name)
+        self.finished = read.finished
         # 2. accounting
         views = sorted(snapshot.clusters, key=lambda c: c.name)
         self.clusters = cluster_states(views, snapshot.estimates)
@@ -181,7 +178,11 @@ class Cycle:
             "admitted": [d.reason for d in self.decisions].count(Reason.ADMITTED),
             "celEvaluations": self.placer.memo.misses,
         }
-        return CycleResult(self.policies.version, self.now, tuple(decisions), reports, stats)
+        jobs = records.table(
+            self.snapshot, self.pending, self.admitted, self.backoff, self.finished,
+            self.group_states,
+        )  # fmt: skip
+        return CycleResult(self.policies.version, self.now, tuple(decisions), reports, stats, jobs)
 
     def arrive(self, snapshot: Snapshot, binding: BindingView) -> Decision | None:
         """Decide a job that arrived after ``run``, against the state the cycle ended in.

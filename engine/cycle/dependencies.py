@@ -34,7 +34,8 @@ from dataclasses import dataclass
 
 from engine import annotations as ann
 from engine import untrusted
-from engine.cycle.jobs import PendingJob, binding_ref
+from engine.cycle.jobmodel import PendingJob
+from engine.cycle.jobs import binding_ref
 from engine.cycle.placement_memo import Candidates
 from engine.cycle.reasons import Reason
 from engine.fleet.bindings import FAILED, SUCCEEDED

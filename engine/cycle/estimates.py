@@ -13,7 +13,9 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Mapping, Sequence
 
-from engine.cycle.jobs import JobCache, PodGroup, classify
+from engine.cycle.jobcache import JobCache
+from engine.cycle.jobmodel import PodGroup
+from engine.cycle.jobs import classify
 from engine.fleet.model import PodShape, Snapshot
 from engine.policy.policyset import PolicySet
 
@@ -30,7 +32,7 @@ def shapes_wanted(
 ) -> tuple[PodShape, ...]:
     """The pod shapes of the pending jobs, most pods first (at most ``MAX_SHAPES``). Pass the
     ``JobCache`` the cycle will use: the jobs are then read once."""
-    pending, _, _ = classify(snapshot, policies, cache if cache is not None else JobCache(), now)
+    pending = classify(snapshot, policies, cache if cache is not None else JobCache(), now).pending
     pods: dict[PodShape, int] = {}
     for job in pending:
         for group in job.pods:

@@ -8,14 +8,8 @@ from typing import Any
 
 from engine import annotations as ann
 from engine import untrusted
-from engine.cycle.jobs import (
-    EPOCH,
-    AdmittedJob,
-    Backoff,
-    PendingJob,
-    binding_ref,
-    workload_ref,
-)
+from engine.cycle.jobmodel import AdmittedJob, Backoff, PendingJob
+from engine.cycle.jobs import EPOCH, binding_ref, workload_ref
 from engine.cycle.model import ClusterAssignment, Decision, QueueReport
 from engine.cycle.order import QueueOrder
 from engine.cycle.placement import Assignment

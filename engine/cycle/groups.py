@@ -31,9 +31,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from engine import annotations as ann
-from engine import untrusted
-from engine.cycle import vectors
-from engine.cycle.jobs import AdmittedJob, Mapped, PendingJob, binding_ref
+from engine import untrusted, vectors
+from engine.cycle.jobmodel import AdmittedJob, Mapped, PendingJob
+from engine.cycle.jobs import binding_ref
 from engine.cycle.model import Decision, GroupState
 from engine.cycle.reasons import Reason
 from engine.fleet.model import BindingView, Snapshot
@@ -70,6 +70,14 @@ def key_of(workload: Workload | None, mapped: Mapped | None = None) -> Key | Non
     if mapped is not None and mapped.group is not None:
         return (ANNOTATED, workload.namespace, _named(mapped.group[0]))
     return None
+
+
+def group_label(workload: Workload | None) -> str | None:
+    """The group its template names (the HyperJob label, else ``fleetgate.io/group``), as
+    :func:`label` writes it; None when it names none. A group named by the SchedulingPolicy
+    alone needs the job's mapping: ``CycleResult.jobs`` has it."""
+    key = key_of(workload)
+    return label(key) if key is not None else None
 
 
 def _named(name: str) -> str:

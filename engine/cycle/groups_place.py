@@ -27,10 +27,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from engine.cycle import vectors
+from engine import vectors
 from engine.cycle.capacity import ClusterState
 from engine.cycle.groups import ADMITTED, PENDING, Unit, label, smallest
-from engine.cycle.jobs import PendingJob, pod_key
+from engine.cycle.jobmodel import PendingJob
+from engine.cycle.jobs import pod_key
 from engine.cycle.placement_memo import Candidates
 from engine.cycle.quota import QuotaNode, QuotaTree
 from engine.cycle.reasons import Reason

@@ -35,11 +35,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from engine.cycle import vectors
+from engine import vectors
 from engine.cycle.capacity import ClusterState
 from engine.cycle.groups import PENDING, Unit, smallest
 from engine.cycle.groups_place import Outcome, Placing, hardness, members_of
-from engine.cycle.jobs import AdmittedJob, PendingJob, pod_key
+from engine.cycle.jobmodel import AdmittedJob, PendingJob
+from engine.cycle.jobs import pod_key
 from engine.cycle.preemption import MOST_VICTIMS, TRIED, Search, allowed
 from engine.cycle.quota import QuotaNode, QuotaTree
 from engine.cycle.ranking import Searching, victims_rank

@@ -7,16 +7,14 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
+from engine.cycle.jobmodel import AdmittedJob, Mapped, PendingJob
 from engine.fleet.model import BindingView, PriorityClassView, Snapshot
 from engine.policy import cel
 from engine.policy.memo import MemoEvaluator
 from engine.policy.policyset import PolicySet
 from engine.workloads.model import Workload
-
-if TYPE_CHECKING:
-    from engine.cycle.jobs import AdmittedJob, Mapped, PendingJob
 
 T = TypeVar("T")
 

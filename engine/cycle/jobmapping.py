@@ -6,34 +6,17 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from dataclasses import replace
+from typing import Any
 
 from engine import untrusted
+from engine.cycle.jobcache import JobCache
+from engine.cycle.jobmodel import Mapped
 from engine.cycle.jobvalues import JobValues
 from engine.fleet.model import BindingView
 from engine.policy import cel
 from engine.policy.model import SchedulingPolicy
 from engine.policy.policyset import PolicySet
-
-if TYPE_CHECKING:
-    from engine.cycle.jobcache import JobCache
-
-
-@dataclass(frozen=True, slots=True)
-class Mapped:
-    """What the SchedulingPolicy says about one job."""
-
-    queue: str
-    tenant: str
-    priority: int
-    min_member: int
-    allow_split: bool
-    error: str = ""  # "spec.<field>: <CEL error>" when an expression failed
-    # spec.dependencies of the SchedulingPolicy, when it sets them (see ``dependencies``)
-    after: tuple[str, ...] = ()
-    same_cluster_as: str = ""
-    group: tuple[str, int, int] | None = None  # spec.groups: (name, size, min), when named
 
 
 def map_job(

@@ -5,78 +5,33 @@ A job's queue, tenant, priority and gang settings come from the SchedulingPolicy
 (binding uid, generation, policy version): ``JobCache`` keeps them between cycles. It also keeps
 each pending job as built (while its binding and workload are the very same objects, under the
 same policy version and PriorityClass value), PriorityClass values per snapshot, and whatever
-placement keeps per policy version (see ``placement_memo.PlacementMemo``); it lives in
-``jobcache`` and is imported from here too.
+placement keeps per policy version (see ``placement_memo.PlacementMemo``). The values read are
+in ``jobmodel``.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Sequence
+from typing import NamedTuple
 
 from engine import annotations as ann
-from engine import untrusted
-from engine.cycle import vectors
+from engine import untrusted, vectors
 from engine.cycle.jobcache import JobCache
-from engine.cycle.jobmapping import Mapped, map_job
+from engine.cycle.jobmapping import map_job
+from engine.cycle.jobmodel import AdmittedJob, Backoff, Finished, Mapped, PendingJob, PodGroup
 from engine.cycle.jobvalues import EPOCH, JobValues
 from engine.cycle.reasons import Reason
-from engine.cycle.vectors import Vec
 from engine.fleet.model import BindingView, Snapshot
 from engine.policy.model import AdmitOn, SchedulingPolicy
 from engine.policy.policyset import PolicySet
 from engine.resources import PODS, Resources
+from engine.vectors import Vec
 from engine.workloads.hyperjob import NAME_LABEL as HJ
 from engine.workloads.model import Role, Workload
 from engine.workloads.names import qualified_name
 
 POD = {PODS: 1000}
-
-
-@dataclass(frozen=True, slots=True)
-class PodGroup:
-    requests: Vec  # per pod, milli-units, including pods: 1000
-    count: int
-
-
-@dataclass(frozen=True, slots=True)
-class PendingJob:
-    binding: BindingView
-    workload: Workload | None
-    mapped: Mapped
-    enqueued_at: dt.datetime
-    pods: tuple[PodGroup, ...]  # what must be placed: the whole gang or its minimum
-    demand: Vec  # the sum of pods
-    problem: tuple[Reason, str] | None  # why it cannot even be considered
-    values: Mapping[str, Any] = field(repr=False, compare=False)  # the CEL `job` variable
-    ref: str = ""  # namespace/name of the binding
-    # Within a queue: higher priority first, then earlier enqueue time, then uid.
-    order_key: tuple[int, dt.datetime, str] = (0, EPOCH, "")
-    workload_ref: str = ""  # Kind/namespace/name of the template, as decisions name it
-    pod_key: tuple = ()  # ``pod_key(pods)``: what caches of fit answers are keyed by
-    depends: bool = False  # it declares dependencies (``engine.cycle.dependencies``)
-    grouped: bool = False  # it may be in a co-admission group (``engine.cycle.groups``)
-
-
-@dataclass(frozen=True, slots=True)
-class AdmittedJob:
-    binding: BindingView
-    mapped: Mapped
-    admitted_at: dt.datetime
-    usage: Mapping[str, Vec]  # cluster → what the job holds there
-    pods: Mapping[str, tuple[PodGroup, ...]]  # cluster → its pods there
-    in_flight: frozenset[str]  # clusters whose status does not show the job yet
-    ref: str = ""
-    demand: Vec = field(default_factory=dict)  # the sum over clusters
-
-
-@dataclass(frozen=True, slots=True)
-class Backoff:
-    binding: BindingView
-    mapped: Mapped | None
-    until: dt.datetime
 
 
 def binding_ref(binding: BindingView) -> str:
@@ -126,35 +81,41 @@ def gang_pods(
     return tuple(PodGroup(g.requests, c) for g, c in zip(groups, counts, strict=True) if c > 0)
 
 
+class Classified(NamedTuple):
+    """The managed bindings of a snapshot, as the cycle reads them."""
+
+    pending: list[PendingJob]  # to schedule
+    admitted: list[AdmittedJob]  # holding quota and capacity
+    backoff: list[Backoff]  # waiting out a backoff after a failure
+    finished: list[Finished]  # placed, every cluster reports it finished: holding nothing
+
+
 def classify(
     snapshot: Snapshot,
     policies: PolicySet,
     cache: JobCache,
     now: dt.datetime,
-) -> tuple[list[PendingJob], list[AdmittedJob], list[Backoff]]:
-    """Split the managed bindings: pending (to schedule), admitted (holding resources), backoff.
-
-    Bindings fleetgate does not manage are left out. An admitted job whose clusters all report it
-    finished holds nothing and is left out too.
-    """
-    pending: list[PendingJob] = []
-    admitted: list[AdmittedJob] = []
-    backoff: list[Backoff] = []
+) -> Classified:
+    """Split the managed bindings: pending, admitted, backoff, finished. Bindings fleetgate
+    does not manage are left out, and placed ones whose template or PriorityClass is unknown."""
+    found = Classified([], [], [], [])
     quick = cache.quick(snapshot, policies.version)
     held = cache.quick_admitted(snapshot, policies.version, now)
     for binding in snapshot.bindings:
-        job: PendingJob | AdmittedJob | Backoff | None = quick.get(id(binding))
+        job: PendingJob | AdmittedJob | Backoff | Finished | None = quick.get(id(binding))
         if job is None:
             job = held.get(id(binding))
         if job is None or job.binding is not binding:
             job = read_job(snapshot, policies, cache, now, binding)
         if isinstance(job, PendingJob):
-            pending.append(job)
+            found.pending.append(job)
         elif isinstance(job, AdmittedJob):
-            admitted.append(job)
+            found.admitted.append(job)
         elif isinstance(job, Backoff):
-            backoff.append(job)
-    return pending, admitted, backoff
+            found.backoff.append(job)
+        elif isinstance(job, Finished):
+            found.finished.append(job)
+    return found
 
 
 def read_job(
@@ -163,7 +124,9 @@ def read_job(
     cache: JobCache,
     now: dt.datetime,
     binding: BindingView,
-) -> PendingJob | AdmittedJob | Backoff | None:
+) -> PendingJob | AdmittedJob | Backoff | Finished | None:
+    """The cycle's reading of ``binding``; None for a binding fleetgate does not manage, and for
+    a placed one whose template or PriorityClass is unknown."""
     kept = cache.kept(snapshot, policies.version, binding)
     if kept is not None:
         return kept
@@ -194,8 +157,10 @@ def read_job(
         mapped = map_job(policies, cache, binding, values, priority_value, now)
         values.queue, values.tenant, values.priority = mapped.queue, mapped.tenant, mapped.priority
     if admitted:
-        if workload is None or mapped is None or len(binding.finished) >= len(binding.clusters):
+        if workload is None or mapped is None:
             return None
+        if len(binding.finished) >= len(binding.clusters):
+            return Finished(binding, mapped)
         ttl = dt.timedelta(seconds=policies.scheduling.requeue.startup_timeout)
         lag = dt.timedelta(seconds=policies.scheduling.requeue.cluster_status_lag)
         since = (

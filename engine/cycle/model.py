@@ -1,13 +1,17 @@
-"""The values a cycle returns: one Decision per pending job and per victim, a report per queue."""
+"""The values a cycle returns: one Decision per pending job and per victim, a report per queue,
+a record per managed job it read."""
 
 from __future__ import annotations
 
 import datetime as dt
+import threading
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, NamedTuple
 
+from engine import vectors
 from engine.annotations import format_time
-from engine.cycle import vectors
 from engine.cycle.reasons import Action, Reason
 
 
@@ -109,6 +113,71 @@ class QueueReport:
         }
 
 
+class JobState(StrEnum):
+    PENDING = "Pending"
+    """Waiting for admission (this cycle decided it)."""
+    ADMITTED = "Admitted"
+    """Placed: it holds quota and capacity where it runs."""
+    BACKOFF = "Backoff"
+    """Requeued after a failure, waiting out its backoff."""
+    FINISHED = "Finished"
+    """Placed, and every cluster reports it finished: it holds nothing."""
+
+
+@dataclass(frozen=True, slots=True)
+class JobRecord:
+    """One managed job as the cycle read it."""
+
+    binding: str  # namespace/name of the ResourceBinding
+    workload: str  # Kind/namespace/name of the template
+    state: JobState
+    queue: str  # "" when its mapping failed or its PriorityClass is unknown
+    tenant: str
+    priority: int
+    group: str | None  # the label of its co-admission group, if it is in one
+    # an admitted member: its group, Running; a pending one: as the cycle left it
+    group_state: GroupState | None = None
+    clusters: tuple[ClusterAssignment, ...] = ()  # where it runs (its pods there)
+    demand: vectors.Vec = field(default_factory=dict)  # milli-units; admitted: what it holds
+    queued_at: dt.datetime | None = None  # fleetgate.io/queued-at, else the binding's creation
+    admitted_at: dt.datetime | None = None
+    in_flight: frozenset[str] = frozenset()  # clusters whose status does not show it yet
+
+
+class JobTable(Mapping[str, JobRecord]):
+    """binding ref → :class:`JobRecord`, in binding order; built on first use (once, whichever
+    thread asks first: the reconciler's result is read by its API's threads too)."""
+
+    def __init__(self, build: Callable[[], dict[str, JobRecord]] | None = None) -> None:
+        self._build = build
+        self._records: dict[str, JobRecord] | None = None if build is not None else {}
+        self._lock = threading.Lock()
+
+    def _all(self) -> dict[str, JobRecord]:
+        records = self._records
+        if records is None:
+            with self._lock:
+                if self._records is None and self._build is not None:
+                    built = self._build()
+                    self._records = {ref: built[ref] for ref in sorted(built)}
+                    self._build = None
+                records = self._records
+        assert records is not None
+        return records
+
+    def __getitem__(self, ref: str) -> JobRecord:
+        return self._all()[ref]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._all())
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+    def in_state(self, state: JobState) -> list[JobRecord]:
+        return [r for r in self._all().values() if r.state == state]
+
+
 @dataclass(frozen=True, slots=True)
 class CycleResult:
     policy_version: str
@@ -116,6 +185,8 @@ class CycleResult:
     decisions: tuple[Decision, ...]  # in the order the cycle made them
     queues: tuple[QueueReport, ...]  # sorted by name
     stats: dict[str, int] = field(default_factory=dict)
+    # every managed job the cycle read, decided or not (``engine.cycle.records``)
+    jobs: JobTable = field(default_factory=JobTable, compare=False, repr=False)
 
     def decision(self, binding: str) -> Decision | None:
         return next((d for d in self.decisions if d.binding == binding), None)

@@ -27,13 +27,14 @@ import functools
 from collections.abc import Iterable, Mapping, Sequence
 from typing import NamedTuple
 
+from engine import vectors
 from engine.cycle import nodes as nodes_of
-from engine.cycle import vectors
-from engine.cycle.jobs import PendingJob, PodGroup, pod_groups
+from engine.cycle.jobmodel import PendingJob, PodGroup
+from engine.cycle.jobs import pod_groups
 from engine.cycle.nodes import Move, Shape
-from engine.cycle.vectors import Vec
 from engine.fleet.model import ClusterView
 from engine.resources import Resources
+from engine.vectors import Vec
 
 UNBOUNDED = 1 << 62  # no bound: a resource a grade does not model
 

@@ -22,7 +22,7 @@ import operator
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from engine.cycle.jobs import PendingJob
+from engine.cycle.jobmodel import PendingJob
 from engine.cycle.quota import ROOT, QuotaNode, QuotaTree
 
 _ORDER_KEY = operator.attrgetter("order_key")

@@ -30,11 +30,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine import annotations as ann
-from engine.cycle import vectors
+from engine import vectors
 from engine.cycle.capacity import ClusterState
 from engine.cycle.dependencies import pinned
 from engine.cycle.division import divide
-from engine.cycle.jobs import JobCache, PendingJob, PodGroup, pod_key
+from engine.cycle.jobcache import JobCache
+from engine.cycle.jobmodel import PendingJob, PodGroup
+from engine.cycle.jobs import pod_key
 from engine.cycle.jobvalues import JobValues
 from engine.cycle.nodebounds import Never, never_message, never_text
 from engine.cycle.placement_memo import MAX_STATIC, Candidates, PlacementMemo

@@ -38,7 +38,7 @@ from engine.cycle.bounds import (
     totals_fit,
 )
 from engine.cycle.capacity import ClusterState
-from engine.cycle.jobs import AdmittedJob, PendingJob
+from engine.cycle.jobmodel import AdmittedJob, PendingJob
 from engine.cycle.quota import QuotaNode, QuotaTree
 from engine.cycle.victims import (
     Pool,

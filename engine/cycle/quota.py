@@ -23,10 +23,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from engine.cycle import vectors
+from engine import vectors
 from engine.cycle.reasons import Reason
-from engine.cycle.vectors import Vec
 from engine.policy.model import Queue
+from engine.vectors import Vec
 
 ROOT = ""
 

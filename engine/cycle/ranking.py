@@ -17,7 +17,8 @@ from typing import Any, Protocol
 
 from engine.cycle.capacity import ClusterState
 from engine.cycle.groups_place import Placing
-from engine.cycle.jobs import AdmittedJob, PendingJob, pod_key
+from engine.cycle.jobmodel import AdmittedJob, PendingJob
+from engine.cycle.jobs import pod_key
 from engine.cycle.preemption import MOST_VICTIMS, Search, allowed
 from engine.cycle.quota import QuotaNode, QuotaTree
 from engine.cycle.victims import VictimIndex

@@ -24,11 +24,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from engine import annotations as ann
-from engine.cycle import vectors
+from engine import vectors
 from engine.cycle.capacity import ClusterState
-from engine.cycle.jobs import PendingJob, PodGroup, pod_key
-from engine.cycle.vectors import Vec
+from engine.cycle.jobmodel import PendingJob, PodGroup
+from engine.cycle.jobs import pod_key
 from engine.policy.model import Reservations
+from engine.vectors import Vec
 
 
 @dataclass(frozen=True, slots=True)

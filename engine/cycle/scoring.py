@@ -30,7 +30,7 @@ from typing import Any
 
 from engine.cycle import nodes as nodes_of
 from engine.cycle.capacity import ClusterState
-from engine.cycle.jobs import PodGroup
+from engine.cycle.jobmodel import PodGroup
 from engine.errors import QuantityError, value_type
 from engine.fleet.model import ClusterView
 from engine.policy import cel

@@ -10,11 +10,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from engine.cycle import vectors
+from engine import vectors
 from engine.cycle.capacity import ClusterState
-from engine.cycle.jobs import AdmittedJob, PendingJob, PodGroup, pod_key
+from engine.cycle.jobmodel import AdmittedJob, PendingJob, PodGroup
+from engine.cycle.jobs import pod_key
 from engine.cycle.quota import QuotaNode, QuotaTree
-from engine.cycle.vectors import Vec
+from engine.vectors import Vec
 
 
 @dataclass(frozen=True, slots=True)

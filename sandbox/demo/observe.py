@@ -16,7 +16,7 @@ from fractions import Fraction
 from typing import Any
 
 from engine import annotations as ann
-from engine.cycle.model import CycleResult, QueueReport
+from engine.cycle import CycleResult, QueueReport
 from engine.fleet.bindings import FAILED, SUCCEEDED, TERMINAL_CONDITIONS, job_outcome
 from engine.quantity import parse_quantity
 from sandbox.demo.jobs import PlannedJob

@@ -10,8 +10,8 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
-from engine.cycle import vectors
-from engine.cycle.model import QueueReport
+from engine import vectors
+from engine.cycle import QueueReport
 from sandbox.demo.observe import FINISHED, Tracker
 
 GPU = "nvidia.com/gpu"

@@ -15,7 +15,8 @@ import pytest
 
 from engine.cycle.cycle import run_cycle
 from engine.cycle.jobcache import JobCache
-from engine.cycle.jobs import AdmittedJob, classify
+from engine.cycle.jobmodel import AdmittedJob
+from engine.cycle.jobs import classify
 from engine.fleet.snapshot import build_snapshot
 from engine.policy.policyset import PolicySet
 from tests.cycle.test_scenarios import decision_for, load_policies
@@ -111,7 +112,7 @@ def test_an_in_flight_adopted_binding_reserves_its_room(policies):
 
 
 def adopted_job(snapshot, policies, now, cache) -> AdmittedJob:
-    _, admitted, _ = classify(snapshot, policies, cache, now)
+    admitted = classify(snapshot, policies, cache, now).admitted
     (job,) = admitted
     return job
 
@@ -147,5 +148,5 @@ def test_a_binding_waiting_for_readmission_is_pending_even_though_placed(policie
     old["metadata"]["annotations"] = {"fleetgate.io/readmit": "2025-03-10T09:59:00Z"}
     template = k.pytorch_job("old", workers=1, gpus=8, queue="research")
     snapshot = build_snapshot(fleet(template, old, allocated_gpus=8))
-    waiting, admitted, _ = classify(snapshot, policies, JobCache(), NOW)
+    waiting, admitted, *_ = classify(snapshot, policies, JobCache(), NOW)
     assert [j.ref for j in waiting] == ["research/old-pytorchjob"] and admitted == []

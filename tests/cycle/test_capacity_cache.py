@@ -16,9 +16,10 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.cycle import vectors
+from engine import vectors
 from engine.cycle.capacity import ClusterState, Misfit
-from engine.cycle.jobs import PodGroup, pod_key
+from engine.cycle.jobmodel import PodGroup
+from engine.cycle.jobs import pod_key
 from engine.fleet.frozen import FrozenDict
 from engine.fleet.model import ClusterView, ResourceModel
 from tests.cycle import builders

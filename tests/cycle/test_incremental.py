@@ -28,7 +28,7 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from engine.cycle.cycle import Cycle, run_cycle
-from engine.cycle.jobs import PendingJob
+from engine.cycle.jobmodel import PendingJob
 from engine.cycle.model import CycleResult, Decision
 from engine.cycle.quota import QuotaNode
 from engine.cycle.reasons import Reason

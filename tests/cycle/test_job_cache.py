@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from engine import annotations as ann
 from engine.cycle.cycle import Cycle, run_cycle
-from engine.cycle.jobs import JobCache
+from engine.cycle.jobcache import JobCache
 from engine.cycle.jobvalues import float_total
 from engine.cycle.model import CycleResult
 from engine.fleet.affinity import ClusterAffinity, PlacementView

@@ -21,7 +21,8 @@ import yaml
 from engine import annotations as ann
 from engine.cycle.cycle import run_cycle
 from engine.cycle.estimates import pod_shape
-from engine.cycle.jobs import JobCache, pod_groups
+from engine.cycle.jobcache import JobCache
+from engine.cycle.jobs import pod_groups
 from engine.cycle.model import CycleResult, Decision
 from engine.cycle.reasons import Action, Reason
 from engine.fleet.clusters import read_cluster

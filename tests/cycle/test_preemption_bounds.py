@@ -35,7 +35,7 @@ from engine.cycle import preemption, ranking
 from engine.cycle.bounds import could_clear
 from engine.cycle.capacity import ClusterState
 from engine.cycle.cycle import Cycle
-from engine.cycle.jobs import AdmittedJob, PodGroup
+from engine.cycle.jobmodel import AdmittedJob, PodGroup
 from engine.cycle.preemption import TRIED
 from engine.cycle.ranking import EXAMINED, Preemption
 from engine.cycle.reasons import Reason

@@ -26,7 +26,7 @@ import yaml
 from hypothesis import example, given
 
 from engine.cycle.cycle import Cycle
-from engine.cycle.jobs import PendingJob
+from engine.cycle.jobmodel import PendingJob
 from engine.cycle.model import CycleResult
 from engine.cycle.quota import QuotaNode
 from engine.cycle.reasons import Action, Reason

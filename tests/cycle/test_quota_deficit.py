@@ -28,9 +28,9 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from engine.cycle import vectors
+from engine import vectors
 from engine.cycle.bounds import Helping, fewest, fewest_merged, fewest_sorted
-from engine.cycle.jobs import AdmittedJob
+from engine.cycle.jobmodel import AdmittedJob
 from engine.cycle.quota import ROOT, QuotaNode, QuotaTree
 from engine.cycle.reasons import Reason
 from engine.cycle.victims import largest

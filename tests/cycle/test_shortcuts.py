@@ -23,9 +23,11 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.cycle import explain, vectors
+from engine import vectors
+from engine.cycle import explain
 from engine.cycle.cycle import Cycle
-from engine.cycle.jobs import JobCache, Mapped, PendingJob
+from engine.cycle.jobcache import JobCache
+from engine.cycle.jobmodel import Mapped, PendingJob
 from engine.cycle.model import ClusterAssignment, Decision, GroupState
 from engine.cycle.order import QueueOrder
 from engine.cycle.quota import ROOT, QuotaNode, QuotaTree

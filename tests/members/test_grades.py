@@ -13,9 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine import annotations as ann
-from engine.cycle import vectors
+from engine import vectors
 from engine.cycle.capacity import ClusterState
-from engine.cycle.jobs import PodGroup
+from engine.cycle.jobmodel import PodGroup
 from engine.fleet.clusters import read_cluster
 from engine.fleet.model import ResourceModel
 from engine.fleet.nodeshape import annotation, describe, promised, unseen_shapes

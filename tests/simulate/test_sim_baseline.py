@@ -3,7 +3,7 @@ over nodes, the baseline sends a job where it cannot start."""
 
 from __future__ import annotations
 
-from simulate.baseline import Baseline
+from engine.cycle import Baseline
 
 
 def _fragmenting() -> list[dict[str, object]]:

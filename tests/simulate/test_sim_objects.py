@@ -7,11 +7,11 @@ import dataclasses
 import datetime as dt
 from pathlib import Path
 
+from engine.cycle import Baseline
 from engine.cycle.cycle import run_cycle
 from engine.fleet.clusters import read_cluster
 from engine.members import Fleet, FleetSpec, JobSpec, PodGroup, cluster_object, load_fleet
 from engine.resources import Resources
-from simulate.baseline import Baseline
 from simulate.loop import Options, Simulation
 from simulate.objects import ClusterReader
 from simulate.trace import read_trace

@@ -16,9 +16,9 @@ import pytest
 from rich.console import Console
 
 from engine import annotations as ann
+from engine.cycle import Baseline
 from engine.cycle.cycle import run_cycle
 from simulate import plotdata
-from simulate.baseline import Baseline
 from simulate.fairshare import attainment, fair_shares
 from simulate.metrics import jain
 from simulate.report import write_report

@@ -1,5 +1,6 @@
-"""The built-in ``baseline`` that ``--compare baseline`` measures fleetgate against: what
-volcano-global does across a Karmada fleet.
+"""The built-in ``baseline`` that ``fleetgate simulate --compare baseline`` measures fleetgate
+against: what volcano-global does across a Karmada fleet. It lives beside the cycle because it
+reads jobs as the cycle does and decides with the cycle's reasons.
 
 * order: job priority (higher first); among jobs of one priority, round-robin across queues
   (queues by name, one job each in turn), FIFO within a queue (enqueue time, then uid);
@@ -24,16 +25,18 @@ import datetime as dt
 from collections import defaultdict
 
 from engine import annotations as ann
-from engine.cycle import explain, vectors
+from engine import vectors
+from engine.cycle import explain
 from engine.cycle.jobcache import JobCache
-from engine.cycle.jobs import PendingJob, classify
+from engine.cycle.jobmodel import PendingJob
+from engine.cycle.jobs import classify
 from engine.cycle.model import CycleResult, Decision
 from engine.cycle.reasons import Reason
 from engine.fleet.model import Snapshot, affinity_allows, tolerates
 from engine.policy.policyset import PolicySet
-from simulate.results import GPU
 
 VERSION = "baseline"
+GPU = "nvidia.com/gpu"
 
 
 class Baseline:
@@ -51,7 +54,7 @@ class Baseline:
         cache: JobCache | None = None,
     ) -> CycleResult:
         cache = cache if cache is not None else JobCache()
-        pending, admitted, backoff = classify(snapshot, policies, cache, now)
+        pending, admitted, backoff, _ = classify(snapshot, policies, cache, now)
         free = {
             c.name: vectors.capacity_milli(c.free)
             for c in sorted(snapshot.clusters, key=lambda c: c.name)

@@ -1,4 +1,5 @@
-"""Resource vectors of the cycle: exact integers in milli-units, in plain dicts for speed.
+"""Resource vectors of the cycle and of what reports its numbers: exact integers in milli-units,
+in plain dicts for speed.
 
 Kubernetes schedules on ``Quantity.MilliValue()`` integers; the cycle does the same, so sums and
 comparisons are exact and cheap. A request is rounded up to the next milli-unit, a capacity down.
