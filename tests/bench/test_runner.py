@@ -22,3 +22,10 @@ def test_one_cycle_is_its_own_p50() -> None:
     assert out["warm_cycle_seconds"] == []
     assert out["cycle_seconds"]["p50"] == out["first_cycle_seconds"] == out["cycle_seconds"]["max"]
     assert out["cycle_seconds"]["p50_of"] == "cold"
+
+
+def test_the_decisions_digest_is_the_same_for_the_same_fleet_and_only_then() -> None:
+    first = run(jobs=200, clusters=3, queues=4, seed=1, repeats=2)["decisions_sha256"]
+    assert run(jobs=200, clusters=3, queues=4, seed=1, repeats=2)["decisions_sha256"] == first
+    assert run(jobs=200, clusters=3, queues=4, seed=2, repeats=2)["decisions_sha256"] != first
+    assert len(first) == 64
