@@ -20,7 +20,6 @@ from typing import Any
 from engine.workloads.common import template_role, unique_name, workload
 from engine.workloads.model import DemandError, Role, Workload
 from engine.workloads.pods import expect_int, expect_list, expect_mapping
-from engine.workloads.registry import register
 
 
 def job_pods(job_spec: Mapping[str, Any], path: str) -> int:
@@ -32,7 +31,6 @@ def job_pods(job_spec: Mapping[str, Any], path: str) -> int:
     return min(parallelism, expect_int(completions, f"{path}.completions"))
 
 
-@register("jobset.x-k8s.io/v1alpha2", "JobSet")
 def read_jobset(obj: Mapping[str, Any]) -> Workload:
     spec = expect_mapping(obj.get("spec"), "spec")
     replicated = expect_list(spec.get("replicatedJobs"), "spec.replicatedJobs")
@@ -63,3 +61,6 @@ def read_jobset(obj: Mapping[str, Any]) -> Workload:
         resizable=False,
         priority_class_name=str(priority) if priority else None,
     )
+
+
+READERS = {("jobset.x-k8s.io/v1alpha2", "JobSet"): read_jobset}

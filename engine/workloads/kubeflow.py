@@ -28,7 +28,6 @@ from typing import Any
 from engine.workloads.common import template_role, workload
 from engine.workloads.model import DemandError, Role, Workload
 from engine.workloads.pods import expect_int, expect_mapping
-from engine.workloads.registry import register
 
 API_VERSION = "kubeflow.org/v1"
 
@@ -100,8 +99,7 @@ def read_training_job(obj: Mapping[str, Any]) -> Workload:
     )
 
 
-for _kind in KINDS:
-    register(API_VERSION, _kind)(read_training_job)
+READERS = {(API_VERSION, kind): read_training_job for kind in KINDS}
 
 
 # ---- pieces shared with engine.workloads.mpi -------------------------------------------------

@@ -32,12 +32,10 @@ from engine.workloads.kubeflow import (
 )
 from engine.workloads.model import DemandError, Workload
 from engine.workloads.pods import expect_mapping
-from engine.workloads.registry import register
 
 BASE = "spec.mpiReplicaSpecs"
 
 
-@register("kubeflow.org/v2beta1", "MPIJob")
 def read_mpijob(obj: Mapping[str, Any]) -> Workload:
     spec = expect_mapping(obj.get("spec"), "spec")
     types = ("Launcher", "Worker")
@@ -87,3 +85,6 @@ def _template_priority_class(replica_spec: Mapping[str, Any], path: str) -> str 
     pod_spec = expect_mapping(template.get("spec"), f"{path}.template.spec")
     where = f"{path}.template.spec.priorityClassName"
     return optional_string(pod_spec.get("priorityClassName"), where)
+
+
+READERS = {("kubeflow.org/v2beta1", "MPIJob"): read_mpijob}

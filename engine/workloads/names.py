@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import functools
 
+from engine.workloads.kinds import KINDS
+
 
 def group_of(api_version: str) -> str:
     """The API group of ``group/version`` ("" for the core group's ``v1``)."""
@@ -20,10 +22,8 @@ def group_of(api_version: str) -> str:
 
 @functools.cache
 def _groups_by_kind() -> dict[str, frozenset[str]]:
-    from engine.workloads.registry import known_kinds  # the registry imports the models
-
     groups: dict[str, set[str]] = {}
-    for api_version, kind in known_kinds():
+    for api_version, kind in KINDS:
         groups.setdefault(kind, set()).add(group_of(api_version))
     return {kind: frozenset(found) for kind, found in groups.items()}
 

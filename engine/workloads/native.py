@@ -23,7 +23,6 @@ from engine.workloads.common import template_role, workload
 from engine.workloads.jobset import job_pods
 from engine.workloads.model import DemandError, Role, Workload
 from engine.workloads.pods import expect_mapping, pod_requests
-from engine.workloads.registry import register
 
 MIN_PARALLELISM = "kueue.x-k8s.io/job-min-parallelism"
 
@@ -40,7 +39,6 @@ def _template(spec: Mapping[str, Any]) -> Any:
     return spec["template"]
 
 
-@register("batch/v1", "Job")
 def read_job(obj: Mapping[str, Any]) -> Workload:
     spec = expect_mapping(obj.get("spec"), "spec")
     template = _template(spec)
@@ -77,11 +75,6 @@ def _replicated(obj: Mapping[str, Any]) -> Workload:
     )
 
 
-for _kind in ("Deployment", "ReplicaSet", "StatefulSet"):
-    register("apps/v1", _kind)(_replicated)
-
-
-@register("v1", "Pod")
 def read_pod(obj: Mapping[str, Any]) -> Workload:
     spec = expect_mapping(obj.get("spec"), "spec")
     role = Role("pod", 1, pod_requests(spec, "spec"))
@@ -93,3 +86,10 @@ def read_pod(obj: Mapping[str, Any]) -> Workload:
         resizable=False,
         priority_class_name=str(priority) if priority else None,
     )
+
+
+READERS = {
+    ("batch/v1", "Job"): read_job,
+    **{("apps/v1", kind): _replicated for kind in ("Deployment", "ReplicaSet", "StatefulSet")},
+    ("v1", "Pod"): read_pod,
+}

@@ -51,7 +51,6 @@ from engine.workloads.pods import (
     pod_is_batch,
     pod_requests,
 )
-from engine.workloads.registry import register
 
 MAX_REPLICAS = 2**31 - 1  # CRD default of maxReplicas
 AUTOSCALER_REQUESTS = Resources({"cpu": Fraction(1, 2), "memory": 512 * 2**20})
@@ -147,7 +146,6 @@ def _hints(obj: Mapping[str, Any], cluster: Any, path: str) -> tuple[str | None,
     return (str(queue) if queue else None, str(priority) if priority else None)
 
 
-@register("ray.io/v1", "RayCluster")
 def read_ray_cluster(obj: Mapping[str, Any]) -> Workload:
     roles, gang = cluster_roles(obj.get("spec"), "spec")
     queue, priority = _hints(obj, obj.get("spec"), "spec")
@@ -156,7 +154,6 @@ def read_ray_cluster(obj: Mapping[str, Any]) -> Workload:
     )
 
 
-@register("ray.io/v1", "RayJob")
 def read_ray_job(obj: Mapping[str, Any]) -> Workload:
     spec = expect_mapping(obj.get("spec"), "spec")
     mode = spec.get("submissionMode", "K8sJobMode")
@@ -190,3 +187,6 @@ def read_ray_job(obj: Mapping[str, Any]) -> Workload:
     return workload(
         obj, roles, min_member=gang, resizable=False, priority_class_name=priority, queue=queue
     )
+
+
+READERS = {("ray.io/v1", "RayCluster"): read_ray_cluster, ("ray.io/v1", "RayJob"): read_ray_job}

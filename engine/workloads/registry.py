@@ -1,32 +1,41 @@
-"""Job kind → demand reader. One module per job family registers its readers here."""
+"""Job kind → demand reader. Each job family's module lists its readers in ``READERS``; this
+module puts them together, one reader for each kind ``engine.workloads.kinds`` declares."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from types import ModuleType
 from typing import Any
 
+from engine.workloads import jobset, kubeflow, mpi, native, ray, spark, volcano
+from engine.workloads.kinds import KINDS
 from engine.workloads.model import Workload
 
 Reader = Callable[[Mapping[str, Any]], Workload]
 
-# (apiVersion, kind) → reader. Filled by the family modules listed in _FAMILIES.
-READERS: dict[tuple[str, str], Reader] = {}
+
+def _readers(*families: ModuleType) -> dict[tuple[str, str], Reader]:
+    readers: dict[tuple[str, str], Reader] = {}
+    for family in families:
+        for (api_version, kind), reader in family.READERS.items():
+            if (api_version, kind) in readers:
+                raise ValueError(f"two readers for {api_version} {kind}")
+            readers[api_version, kind] = reader
+    if readers.keys() != KINDS:
+        undeclared = sorted(readers.keys() - KINDS)
+        unread = sorted(KINDS - readers.keys())
+        raise ValueError(f"engine.workloads.kinds: undeclared {undeclared}, no reader {unread}")
+    return readers
 
 
-def register(api_version: str, kind: str) -> Callable[[Reader], Reader]:
-    def decorate(reader: Reader) -> Reader:
-        key = (api_version, kind)
-        if key in READERS:
-            raise ValueError(f"two readers for {api_version} {kind}")
-        READERS[key] = reader
-        return reader
-
-    return decorate
+# (apiVersion, kind) → reader
+READERS: Mapping[tuple[str, str], Reader] = _readers(
+    volcano, kubeflow, mpi, spark, ray, jobset, native
+)
 
 
 def reader_for(obj: Mapping[str, Any]) -> Reader | None:
     """The reader for a Kubernetes object, or None when fleetgate does not read its kind."""
-    _load_families()
     return READERS.get((str(obj.get("apiVersion", "")), str(obj.get("kind", ""))))
 
 
@@ -40,28 +49,4 @@ def read_workload(obj: Mapping[str, Any]) -> Workload | None:
 
 
 def known_kinds() -> list[tuple[str, str]]:
-    _load_families()
     return sorted(READERS)
-
-
-_FAMILIES = (
-    "engine.workloads.volcano",
-    "engine.workloads.kubeflow",
-    "engine.workloads.mpi",
-    "engine.workloads.spark",
-    "engine.workloads.ray",
-    "engine.workloads.jobset",
-    "engine.workloads.native",
-)
-_loaded = False
-
-
-def _load_families() -> None:
-    global _loaded
-    if _loaded:
-        return
-    import importlib
-
-    for module in _FAMILIES:
-        importlib.import_module(module)
-    _loaded = True

@@ -61,7 +61,6 @@ from engine.workloads.colocation import batch_resources, is_batch_pod
 from engine.workloads.common import workload
 from engine.workloads.model import DemandError, Role, Workload
 from engine.workloads.pods import container_requests, expect_int, expect_list, expect_mapping
-from engine.workloads.registry import register
 
 MIB = 2**20
 MIN_OVERHEAD_MIB = 384  # ResourceProfile.MEMORY_OVERHEAD_MIN_MIB
@@ -241,7 +240,6 @@ def _optional_string(raw: Any, path: str) -> str | None:
     return raw
 
 
-@register("sparkoperator.k8s.io/v1beta2", "SparkApplication")
 def read_spark_application(obj: Mapping[str, Any]) -> Workload:
     spec = expect_mapping(obj.get("spec"), "spec")
     factor = overhead_factor(spec)
@@ -268,3 +266,6 @@ def read_spark_application(obj: Mapping[str, Any]) -> Workload:
         priority_class_name=priority,
         queue=_optional_string(options.get("queue"), "spec.batchSchedulerOptions.queue"),
     )
+
+
+READERS = {("sparkoperator.k8s.io/v1beta2", "SparkApplication"): read_spark_application}

@@ -23,10 +23,8 @@ from typing import Any
 from engine.workloads.common import template_role, workload
 from engine.workloads.model import DemandError, Role, Workload
 from engine.workloads.pods import expect_int, expect_list, expect_mapping
-from engine.workloads.registry import register
 
 
-@register("batch.volcano.sh/v1alpha1", "Job")
 def read_volcano_job(obj: Mapping[str, Any]) -> Workload:
     spec = expect_mapping(obj.get("spec"), "spec")
     tasks = expect_list(spec.get("tasks"), "spec.tasks")
@@ -83,3 +81,6 @@ def _string(value: Any, path: str) -> str | None:
     if not isinstance(value, str):
         raise DemandError(path, f"expected a string, got {value!r}")
     return value
+
+
+READERS = {("batch.volcano.sh/v1alpha1", "Job"): read_volcano_job}
