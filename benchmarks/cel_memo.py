@@ -4,7 +4,7 @@
 
 Prints microseconds per projection ``key()``, per cache hit (``evaluate`` and ``evaluate_key``)
 and per miss, for the filters and for filters + scores of policies/scheduling.yaml, then one
-simulated cycle: J jobs × C clusters, with values shaped as ``engine.mapping.job_values`` builds
+simulated cycle: J jobs × C clusters, with values shaped as ``engine.cycle.JobValues`` gives them
 them, three ways (see ``cycle``).
 """
 
@@ -30,7 +30,7 @@ GPU_MODEL = "gpu.fleetgate.io/model"
 
 
 def job(n: int) -> dict[str, Any]:
-    """A job like ``job_values`` builds; read-parts vary over 3 models × 2 sizes × 2 queues."""
+    """A job like ``JobValues`` gives; read-parts vary over 3 models × 2 sizes × 2 queues."""
     gpus = 32.0 if n % 2 else 8.0
     return {
         "apiVersion": "kubeflow.org/v1",

@@ -10,12 +10,12 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+from engine.cycle import map_template
 from engine.errors import issue_text
 from engine.fleet.clusters import read_cluster
 from engine.fleet.model import SnapshotIssue
 from engine.fleet.nodeshape import unseen_shapes
 from engine.fleet.snapshot import describe, flatten_lists
-from engine.mapping import map_job
 from engine.policy.model import SchedulingPolicy
 from engine.workloads import hyperjob
 from engine.workloads.model import DemandError, Workload
@@ -104,7 +104,7 @@ def inspect_objects(
             continue
         if workload is None:
             continue
-        mapped = map_job(policy, workload, obj, priority_class_value=0, now=now)
+        mapped = map_template(policy, workload, 0, now)
         if mapped.error:
             message = f"cannot map the job to a queue: {mapped.error}"
             errors.append(InspectedError(file, describe(obj), "", message))
@@ -114,7 +114,7 @@ def inspect_objects(
     for found in hyperjobs:
         for child in found.children():
             if child.ref not in seen:
-                mapped = map_job(policy, child, None, priority_class_value=0, now=now)
+                mapped = map_template(policy, child, 0, now)
                 workloads.append((child, mapped.queue))
     return Inspected(tuple(workloads), tuple(errors), tuple(hyperjobs), tuple(warnings))
 

@@ -300,3 +300,39 @@ def test_empty_value_is_called_null(write, load_issues):
     write("q.yaml", "apiVersion: fleetgate.io/v1alpha1\nkind: Queue\nmetadata:\n  name: a\nspec:\n")
     issue = only(load_issues(), "null")
     assert (issue.path, issue.message) == ("spec", "is empty (null); expected object")
+
+
+def test_a_scheduling_expression_that_reads_job_object_is_refused(write, load_issues):
+    # the cycle has parsed templates, not raw objects: job.object would always be {} there
+    write(
+        "s.yaml",
+        policy_doc(
+            "SchedulingPolicy",
+            "s",
+            """\
+            queue: 'has(job.object.spec) ? "a" : "b"'
+            placement:
+              filters:
+              - {name: f, expression: 'job.object.spec.x == 1 || true'}
+            """,
+        ),
+    )
+    issues = [i for i in load_issues() if "job.object is empty here" in i.message]
+    assert sorted(i.path for i in issues) == ["spec.placement.filters[0].expression", "spec.queue"]
+    assert all(i.obj == "SchedulingPolicy/s" for i in issues)
+
+
+def test_an_admission_policy_may_read_job_object(write, load_ok):
+    write(
+        "a.yaml",
+        policy_doc(
+            "AdmissionPolicy",
+            "a",
+            """\
+            match: 'true'
+            validations:
+            - {expression: 'has(job.object.spec)', message: needs a spec}
+            """,
+        ),
+    )
+    assert load_ok().admission[0].validations[0].expression.source == "has(job.object.spec)"

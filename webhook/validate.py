@@ -1,8 +1,9 @@
 """``/validate/workloads``: judge job templates by the AdmissionPolicies, at ``kubectl apply`` time.
 
 CEL variables, as the README's policy reference describes them: ``object`` is the template as
-submitted, ``job`` its demand (``job_values`` of the template) with ``queue``, ``tenant`` and
-``priority`` mapped by the SchedulingPolicy, ``now`` the time of the request.
+submitted, ``job`` its demand (``engine.cycle.JobValues`` of the template) with ``queue``,
+``tenant`` and ``priority`` mapped by the SchedulingPolicy as the cycle maps it, ``now`` the time
+of the request.
 
 Enforcement: ``Deny`` refuses (HTTP 200, ``allowed: false``, code 403, every failed check named
 with its policy), ``Warn`` admits with an AdmissionReview warning, ``DryRun`` admits and only
@@ -33,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine import untrusted
-from engine.mapping import job_values, map_job
+from engine.cycle import JobValues, Mapped, map_template
 from engine.policy import cel, queueaccess
 from engine.policy.model import AdmissionPolicy, AdmitOn, Enforcement, FailurePolicy
 from engine.policy.policyset import PolicySet
@@ -121,35 +122,28 @@ def _judge(
 ) -> Verdict:
     found = _Findings()
     priority = fleet.priority_value(workload.priority_class_name) if fleet else 0
-    mapped = map_job(
-        policies.scheduling, workload, template, priority_class_value=priority, now=now
-    )
+    # the cycle's own mapping: the queue checked here is the queue the cycle will use
+    mapped = map_template(policies.scheduling, workload, priority, now)
     if mapped.error:
         said = untrusted.echo(mapped.error, 1024)
         found.warn("schedulingpolicy", f"cannot map the job to a queue: {said}")
     else:
         labels = namespaces(workload.namespace) if namespaces is not None else None
-        _check_queue(policies, mapped.queue or "", found, workload.namespace, labels)
-    job = job_values(
-        workload,
-        template,
-        priority=mapped.priority if mapped.priority is not None else priority,
-        queue=mapped.queue or "",
-        tenant=mapped.tenant or "",
-    )
-    if fleet is not None:
-        _check_fit(policies, workload, job, fleet, now, found)
+        _check_queue(policies, mapped.queue, found, workload.namespace, labels)
+        if fleet is not None:
+            _check_fit(policies, workload, mapped, fleet, found)
     if policies.admission:
         wants_object = any(mentions(_sources(p), "object") for p in policies.admission)
-        if not wants_object:
-            job["object"] = {}  # no expression reads it: skip converting the template
+        # no expression reads the template: it is not converted (job.object is then empty)
+        job = JobValues(workload, mapped.priority, template if wants_object else None)
+        job.queue, job.tenant = mapped.queue, mapped.tenant
         variables = cel.activation(
             cel.ADMISSION_VARS, object=template if wants_object else None, job=job, now=now
         )
         for policy in policies.admission:
             _apply(policy, variables, found)
 
-    audit = {"queue": mapped.queue or ""}
+    audit = {"queue": mapped.queue}
     if found.denials:
         reason = found.denials[0][1]
         message = "; ".join(f"{policy}: {text}" for policy, _, text in found.denials)
@@ -216,17 +210,12 @@ def _children(policies: PolicySet, name: str) -> list[str]:
 def _check_fit(
     policies: PolicySet,
     workload: Workload,
-    job: dict[str, Any],
+    mapped: Mapped,
     fleet: Fleet,
-    now: dt.datetime,
     found: _Findings,
 ) -> None:
     gang = policies.scheduling.gang
-    variables = cel.activation(cel.MAPPING_VARS, job=job, now=now)
-    min_member = gang.min_member.program.evaluate(variables)
-    allow_split = gang.allow_split.program.evaluate(variables)
-    if isinstance(min_member, cel.CelError) or isinstance(allow_split, cel.CelError):
-        return  # the scheduling cycle reports PolicyEvalError; nothing certain to say here
+    min_member, allow_split = mapped.min_member, mapped.allow_split
     needed = workload.pods if gang.admit_on == AdmitOn.ALL else min(min_member, workload.pods)
     why = fleet.never_fits(workload, needed, bool(allow_split))
     if why:

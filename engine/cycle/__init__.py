@@ -10,6 +10,8 @@ these, never the modules inside (tests/test_layering.py checks it).
   :class:`ClusterAssignment`), a :class:`QueueReport` per queue, and ``jobs``, a
   :class:`JobRecord` (:class:`JobState`) per managed job the cycle read;
 - :data:`NEVER`: the reasons a job will not be admitted however long it waits;
+- :func:`map_template`: what the SchedulingPolicy says about a template (:class:`Mapped`),
+  evaluated as the cycle does, over :class:`JobValues`, the one builder of the CEL ``job``;
 - :func:`group_label`: the co-admission group a job's template names;
 - :func:`pending_note`: a waiting job's reason and message without live numbers;
 - :func:`shapes_wanted`: the pod shapes pending jobs ask for (what the estimators are asked).
@@ -21,6 +23,9 @@ from engine.cycle.estimates import shapes_wanted
 from engine.cycle.explain import pending_note
 from engine.cycle.groups import group_label
 from engine.cycle.jobcache import JobCache
+from engine.cycle.jobmapping import map_template
+from engine.cycle.jobmodel import Mapped
+from engine.cycle.jobvalues import JobValues
 from engine.cycle.model import (
     ClusterAssignment,
     CycleResult,
@@ -42,9 +47,12 @@ __all__ = [
     "JobCache",
     "JobRecord",
     "JobState",
+    "JobValues",
+    "Mapped",
     "QueueReport",
     "Reason",
     "group_label",
+    "map_template",
     "pending_note",
     "run_cycle",
     "shapes_wanted",

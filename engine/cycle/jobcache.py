@@ -9,10 +9,8 @@ import datetime as dt
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from engine.cycle.jobmodel import AdmittedJob, Mapped, PendingJob
+from engine.cycle.jobmodel import AdmittedJob, Mapped, MappingEvaluators, PendingJob
 from engine.fleet.model import BindingView, PriorityClassView, Snapshot
-from engine.policy import cel
-from engine.policy.memo import MemoEvaluator
 from engine.policy.policyset import PolicySet
 from engine.workloads.model import Workload
 
@@ -37,9 +35,7 @@ class JobCache:
     def __init__(self, max_entries: int = 500_000) -> None:
         self._entries: dict[tuple[Any, ...], Mapped] = {}
         self.max_entries = max_entries
-        self._evaluators: dict[str, tuple[MemoEvaluator, MemoEvaluator]] = {}
-        self._dependencies: dict[str, MemoEvaluator | None] = {}
-        self._groups: dict[str, MemoEvaluator | None] = {}
+        self._evaluators: dict[str, MappingEvaluators] = {}
         # id(binding) → the job and its PriorityClass value, for policy ``_pending_version``;
         # the job holds its binding (so the id is not reused) and workload, which must be the
         # very objects of the cycle
@@ -64,34 +60,14 @@ class JobCache:
         self._held_at: dt.datetime | None = None
         self._first_seen: dict[str, dt.datetime] = {}  # binding uid (or ref) → first cycle time
 
-    def evaluators(self, policies: PolicySet) -> tuple[MemoEvaluator, MemoEvaluator]:
+    def evaluators(self, policies: PolicySet) -> MappingEvaluators:
+        """The mapping's evaluators for ``policies``, kept for the latest version (their memos
+        are kept with them)."""
         found = self._evaluators.get(policies.version)
         if found is None:
-            s = policies.scheduling
-            first = MemoEvaluator([s.queue.program], cel.MAPPING_VARS)
-            rest = [s.tenant, s.priority, s.gang.min_member, s.gang.allow_split]
-            found = (first, MemoEvaluator([e.program for e in rest], cel.MAPPING_VARS))
+            found = MappingEvaluators.of(policies.scheduling)
             self._evaluators = {policies.version: found}
         return found
-
-    def group_evaluator(self, policies: PolicySet) -> MemoEvaluator | None:
-        """``spec.groups`` name, size and min (None when not set), cached with the mapping."""
-        if policies.version not in self._groups:
-            g = policies.scheduling.groups
-            programs = [e.program for e in (g.name, g.size, g.min) if e is not None]
-            found = MemoEvaluator(programs, cel.MAPPING_VARS) if g.name is not None else None
-            self._groups = {policies.version: found}
-        return self._groups[policies.version]
-
-    def dependency_evaluator(self, policies: PolicySet) -> MemoEvaluator | None:
-        """``spec.dependencies.after`` and ``sameClusterAs`` (None when the policy sets
-        neither): their results are part of the mapping, cached with it."""
-        if policies.version not in self._dependencies:
-            d = policies.scheduling.dependencies
-            programs = [e.program for e in (d.after, d.same_cluster_as) if e is not None]
-            found = MemoEvaluator(programs, cel.MAPPING_VARS) if programs else None
-            self._dependencies = {policies.version: found}
-        return self._dependencies[policies.version]
 
     def get(self, key: tuple[Any, ...]) -> Mapped | None:
         return self._entries.get(key)

@@ -11,12 +11,13 @@ from typing import Any
 
 from engine import untrusted
 from engine.cycle.jobcache import JobCache
-from engine.cycle.jobmodel import Mapped
+from engine.cycle.jobmodel import Mapped, MappingEvaluators
 from engine.cycle.jobvalues import JobValues
 from engine.fleet.model import BindingView
 from engine.policy import cel
 from engine.policy.model import SchedulingPolicy
 from engine.policy.policyset import PolicySet
+from engine.workloads.model import Workload
 
 
 def map_job(
@@ -27,36 +28,52 @@ def map_job(
     priority_value: int,
     now: dt.datetime,
 ) -> Mapped:
+    """The mapping of the job of ``binding``, kept in ``cache`` per binding generation, policy
+    version and PriorityClass value."""
     key = (binding.uid, binding.name, binding.generation, policies.version, priority_value)
     found = cache.get(key)
     if found is not None:
         return found
-    first, rest = cache.evaluators(policies)
-    s = policies.scheduling
-    variables = {"job": values, "now": now}
-    (queue,) = first.evaluate(variables)
-    if isinstance(queue, cel.CelError):
-        mapped = Mapped("", "", priority_value, 0, False, f"{s.queue.path}: {queue}")
-    else:
-        if isinstance(queue, str) and untrusted.name_problem(queue, label=True):
-            queue = untrusted.echo(queue, untrusted.LABEL_MAX)  # decided InvalidQueueName
-        values.queue = queue
-        results = rest.evaluate(variables)
-        paths = [s.tenant.path, s.priority.path, s.gang.min_member.path, s.gang.allow_split.path]
-        error = next((f"{p}: {r}" for p, r in zip(paths, results, strict=True) if _failed(r)), "")
-        tenant, priority, min_member, allow_split = results
-        mapped = (
-            Mapped(queue, "", priority_value, 0, False, error)
-            if error
-            else Mapped(queue, _echoed(tenant), priority, min_member, bool(allow_split))
-        )
-        dependencies = cache.dependency_evaluator(policies)
-        if dependencies is not None and not error:
-            mapped = _with_dependencies(mapped, s, dependencies.evaluate(variables))
-        groups = cache.group_evaluator(policies)
-        if groups is not None and not mapped.error:
-            mapped = _with_group(mapped, s, groups.evaluate(variables))
+    mapped = evaluate(policies.scheduling, cache.evaluators(policies), values, priority_value, now)
     cache.put(key, mapped)
+    return mapped
+
+
+def map_template(
+    policy: SchedulingPolicy, workload: Workload, priority_value: int, now: dt.datetime
+) -> Mapped:
+    """The mapping of a template that has no binding yet (the webhook, ``fleetgate inspect``):
+    the cycle's own evaluation, with the ``job`` variable the cycle builds, so a job is never
+    mapped one way at admission and another in the cycle. Nothing is kept."""
+    values = JobValues(workload, priority_value)
+    return evaluate(policy, MappingEvaluators.of(policy), values, priority_value, now)
+
+
+def evaluate(
+    s: SchedulingPolicy,
+    evaluators: MappingEvaluators,
+    values: JobValues,
+    priority_value: int,
+    now: dt.datetime,
+) -> Mapped:
+    variables = {"job": values, "now": now}
+    (queue,) = evaluators.first.evaluate(variables)
+    if isinstance(queue, cel.CelError):
+        return Mapped("", "", priority_value, 0, False, f"{s.queue.path}: {queue}")
+    if isinstance(queue, str) and untrusted.name_problem(queue, label=True):
+        queue = untrusted.echo(queue, untrusted.LABEL_MAX)  # decided InvalidQueueName
+    values.queue = queue
+    results = evaluators.rest.evaluate(variables)
+    paths = [s.tenant.path, s.priority.path, s.gang.min_member.path, s.gang.allow_split.path]
+    error = next((f"{p}: {r}" for p, r in zip(paths, results, strict=True) if _failed(r)), "")
+    tenant, priority, min_member, allow_split = results
+    if error:
+        return Mapped(queue, "", priority_value, 0, False, error)
+    mapped = Mapped(queue, _echoed(tenant), priority, min_member, bool(allow_split))
+    if evaluators.dependencies is not None:
+        mapped = _with_dependencies(mapped, s, evaluators.dependencies.evaluate(variables))
+    if evaluators.groups is not None and not mapped.error:
+        mapped = _with_group(mapped, s, evaluators.groups.evaluate(variables))
     return mapped
 
 

@@ -8,11 +8,14 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from engine.cycle.jobvalues import EPOCH
 from engine.cycle.reasons import Reason
 from engine.fleet.model import BindingView
+from engine.policy import cel
+from engine.policy.memo import MemoEvaluator
+from engine.policy.model import SchedulingPolicy
 from engine.vectors import Vec
 from engine.workloads.model import Workload
 
@@ -31,6 +34,30 @@ class Mapped:
     after: tuple[str, ...] = ()
     same_cluster_as: str = ""
     group: tuple[str, int, int] | None = None  # spec.groups: (name, size, min), when named
+
+
+class MappingEvaluators(NamedTuple):
+    """The SchedulingPolicy's mapping expressions, ready to evaluate (memoised): ``queue``
+    first, then ``tenant``, ``priority`` and ``gang``; ``dependencies`` and ``groups`` when the
+    policy sets them."""
+
+    first: MemoEvaluator
+    rest: MemoEvaluator
+    dependencies: MemoEvaluator | None
+    groups: MemoEvaluator | None
+
+    @classmethod
+    def of(cls, s: SchedulingPolicy) -> MappingEvaluators:
+        rest = [s.tenant, s.priority, s.gang.min_member, s.gang.allow_split]
+        d, g = s.dependencies, s.groups
+        after = [e.program for e in (d.after, d.same_cluster_as) if e is not None]
+        grouped = [e.program for e in (g.name, g.size, g.min) if e is not None]
+        return cls(
+            MemoEvaluator([s.queue.program], cel.MAPPING_VARS),
+            MemoEvaluator([e.program for e in rest], cel.MAPPING_VARS),
+            MemoEvaluator(after, cel.MAPPING_VARS) if after else None,
+            MemoEvaluator(grouped, cel.MAPPING_VARS) if g.name is not None else None,
+        )
 
 
 @dataclass(frozen=True, slots=True)

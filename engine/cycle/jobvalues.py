@@ -1,4 +1,5 @@
-"""The CEL ``job`` variable of a workload, built lazily: expressions read only a few fields."""
+"""The CEL ``job`` variable of a workload, built lazily: expressions read only a few fields. The
+one builder of it: the cycle, the webhook and ``fleetgate inspect`` all use :class:`JobValues`."""
 
 from __future__ import annotations
 
@@ -14,13 +15,21 @@ EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 
 class JobValues(Mapping[str, Any]):
-    """The CEL ``job`` variable of a workload, built field by field as expressions read it."""
+    """The CEL ``job`` variable of a workload, built field by field as expressions read it.
 
-    __slots__ = ("_cache", "_part", "priority", "queue", "tenant", "workload")
+    ``job.object`` is ``template``, the raw object, where one is given (the webhook's
+    AdmissionPolicies); the cycle reads jobs from their parsed templates, so there (and so in
+    the mapping, wherever it is evaluated) it is empty.
+    """
 
-    def __init__(self, workload: Workload, priority: int) -> None:
+    __slots__ = ("_cache", "_part", "priority", "queue", "template", "tenant", "workload")
+
+    def __init__(
+        self, workload: Workload, priority: int, template: Mapping[str, Any] | None = None
+    ) -> None:
         self.workload = workload
         self.priority = priority
+        self.template = template
         self.queue = ""
         self.tenant = ""
         self._cache: dict[str, Any] = {}
@@ -93,7 +102,7 @@ class JobValues(Mapping[str, Any]):
             case "createdAt":
                 return w.created_at or EPOCH
             case "object":
-                return {}
+                return self.template if self.template is not None else {}
             case "components" | "total":
                 if key not in self._cache:
                     self._cache["total"] = float_total(w)

@@ -135,8 +135,12 @@ class Builder:
         compiled: dict[JsonPath, Expression] = {}
         for path, text, field in celfields.expressions(kind, spec):
             expression = self._cel(path, text, field.variables, field.result)
-            if expression is not None:
-                compiled[path] = expression
+            if expression is None:
+                continue
+            if kind == "SchedulingPolicy" and _reads_job_object(expression):
+                self.issue(path, JOB_OBJECT_UNSEEN)
+                continue
+            compiled[path] = expression
         return compiled
 
     def scheduling(self, doc: Document | None) -> SchedulingPolicy | None:
@@ -329,3 +333,14 @@ def _reservations(raw: Mapping[str, Any] | None) -> Reservations | None:
     if raw is None:
         return None
     return Reservations(parse_duration(raw["after"]), int(raw.get("max", 4)))
+
+
+JOB_OBJECT_UNSEEN = (
+    "job.object is empty here: the cycle reads a job from its parsed template, so the "
+    "SchedulingPolicy's expressions never see the raw object (AdmissionPolicies do); use "
+    "job.labels, job.annotations, job.specQueue or job.components"
+)
+
+
+def _reads_job_object(expression: Expression) -> bool:
+    return any(path[:2] == ("job", "object") for path in expression.program.accesses)

@@ -202,7 +202,7 @@ def test_a_dependency_expression_of_the_wrong_type_is_refused_at_load(tmp_path: 
 def test_without_the_field_nothing_is_evaluated(tmp_path: Path) -> None:
     policies = policy_set(tmp_path, None)
     assert policies.scheduling.dependencies.after is None
-    assert JobCache().dependency_evaluator(policies) is None
+    assert JobCache().evaluators(policies).dependencies is None
 
 
 def test_an_unreadable_annotation_rejects_the_job(tmp_path: Path) -> None:
