@@ -17,8 +17,6 @@ from engine import argtypes
 from reconciler import estimatorargs
 from reconciler.writers import DEFAULT_WRITE_WORKERS
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
-
 
 def add_parser(subparsers: Any) -> None:
     """Register ``serve`` on the ``fleetgate`` command's subparsers."""

@@ -49,7 +49,6 @@ from flask import Flask, Response
 from engine.errors import FleetgateError
 from engine.policy.reload import PolicyHolder, PolicyWatcher
 from reconciler import fence, lastgood
-from reconciler.cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from reconciler.estimator import EstimatorClient
 from reconciler.estimatorargs import EstimatorSettingsError, settings_of
 from reconciler.informers import namespace_labels
@@ -61,6 +60,7 @@ from reconciler.writers import DEFAULT_WRITE_WORKERS
 log = logging.getLogger("fleetgate.reconciler.serve")
 USER_AGENT = "fleetgate-reconciler"
 MAX_WRITE_TIMEOUT = 30.0  # seconds
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2  # as reconciler/cli.py documents them
 
 
 class ServeError(FleetgateError):

@@ -13,7 +13,6 @@ from typing import Any
 
 from engine import argtypes
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 DEFAULT_SPEED = 120.0
 DEFAULT_JOBS = 60
 

@@ -24,7 +24,6 @@ from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
-from sandbox.demo import EXIT_FAILED, EXIT_OK
 from sandbox.demo.failure import Failure, rescheduling_available
 from sandbox.demo.jobs import ARRIVAL_WINDOW, PlannedJob, by_tenant, plan
 from sandbox.demo.observe import FINISHED, JobState, Tracker
@@ -41,6 +40,7 @@ PLAIN_WIDTH = 120
 SETTLE = 3.0  # real seconds to wait for the last decisions when time is up
 RB = ("work.karmada.io", "v1alpha2", "resourcebindings")
 CLUSTERS = ("cluster.karmada.io", "v1alpha1", "clusters")
+EXIT_OK, EXIT_FAILED = 0, 1  # as sandbox/demo/__init__.py documents them (2: usage, argparse)
 
 
 def main(args: argparse.Namespace) -> int:
