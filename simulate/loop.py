@@ -12,7 +12,7 @@ time. At each tick:
     and free their pods, pending pods bind (to the fullest node that fits), jobs start;
  4. if anything changed since the last cycle and jobs wait: one cycle (``run_cycle`` with a
     ``JobCache`` kept across cycles, as the reconciler runs it, or the baseline), its decisions
-    applied to the in-memory objects with ``reconciler/plan.py``'s semantics (``objects``):
+    applied to the in-memory objects with ``engine/enforce/plan.py``'s semantics (``objects``):
     Admit → bound and submitted to the members, which bind and start it at once; Preempt →
     evicted, back in its queue; then the members bind what was admitted;
  5. Clusters whose members changed are read again (status as Karmada reports it); metrics.
@@ -20,8 +20,10 @@ time. At each tick:
 Failures requeue as ``engine.requeue`` says (the reconciler's rule). Every trace job ends
 finished, given up, or still pending/running at ``until``.
 
-One module a little past 400 lines: the tick's steps share the loop's state, and the report's
-facts (start times, GPU time lost, waits) are recorded where the events happen.
+One module past 400 lines: the tick's steps, the timers and the scripted faults among them,
+share the loop's state and act on it (a due timer may fail a job, which requeues it and sets
+more timers), and the report's facts (start times, GPU time lost, waits) are recorded where the
+events happen.
 """
 
 from __future__ import annotations
@@ -43,11 +45,10 @@ from engine.gcpause import collector_paused
 from engine.members import EventType, Fleet, FleetSpec, JobSpec, MemberEvent, PodGroup
 from engine.policy.policyset import PolicySet
 from simulate import objects
-from simulate.live import LiveJob, Options, Part, live_jobs
+from simulate.live import Fault, LiveJob, Options, Part, live_jobs
 from simulate.metrics import RESOURCES, Metrics
 from simulate.results import GPU, RunResult
 from simulate.summary import fragmentation_now, summarize
-from simulate.timers import on_timer
 from simulate.trace import Trace
 
 GC_EVERY = 2000  # ticks between two collections of cyclic garbage
@@ -173,7 +174,7 @@ class Simulation:
         now = objects.at(t)
         while self.timers and self.timers[0][0] <= t:  # 1. timers and faults
             _, _, kind, payload = heapq.heappop(self.timers)
-            on_timer(self, kind, payload, t)
+            self._on_timer(kind, payload, t)
         while self.next_arrival < len(self.jobs):  # 2. arrivals
             job = self.jobs[self.next_arrival]
             if job.trace.submit > t:
@@ -187,7 +188,7 @@ class Simulation:
             self._cycle(t, now)
             self._step(t, now)
         if self.metrics.due(t):
-            self.metrics.sample(t, fragmentation_now(self))
+            self.metrics.sample(t, fragmentation_now(self.waiting.values(), self.members))
 
     def _refresh(self) -> None:
         for name in sorted(self.stale):
@@ -408,3 +409,46 @@ class Simulation:
     def timer(self, t: float, kind: str, payload: object) -> None:
         self.seq += 1
         heapq.heappush(self.timers, (t, self.seq, kind, payload))
+
+    def _on_timer(self, kind: str, payload: object, t: float) -> None:
+        """A timer that is due: ``wake`` (a backoff or exclusion ended: look again),
+        ``startup`` (admitted, not running within the startup timeout), ``fail`` (a failure drawn
+        by ``--fail-rate``), ``grace`` (NotReady past the grace), ``fault`` (the fault script)."""
+        if kind == "wake":
+            self.want_cycle = True
+        elif kind == "startup":
+            job, admission = payload  # type: ignore[misc]
+            late = [p.cluster for p in job.parts.values() if p.started_at is None]
+            if job.state == "admitted" and job.admissions == admission and late:
+                why = f"not running {self.rules.startup_timeout:g}s after admission"
+                self.fail(job, late, t, why)
+        elif kind == "fail":
+            job, key = payload  # type: ignore[misc]
+            part = next((p for p in job.parts.values() if p.key == key), None)
+            if job.state == "admitted" and part is not None and not part.done:
+                self.fail(job, [part.cluster], t, f"job failed on {part.cluster}")
+        elif kind == "grace":
+            name, down = payload  # type: ignore[misc]
+            if self.down.get(name) == down and not self.members[name].ready:
+                for job in [j for j in self.admitted.values() if name in j.parts]:
+                    self.fail(job, [name], t, f"cluster {name} NotReady past the grace")
+        elif kind == "fault":
+            self._fault(payload, t)  # type: ignore[arg-type]
+
+    def _fault(self, fault: Fault, t: float) -> None:
+        now = objects.at(t)
+        if fault.action in ("cluster-down", "cluster-up"):
+            member = self.members[fault.target]
+            ready = fault.action == "cluster-up"
+            member.set_ready(ready, now)
+            self.down[fault.target] = self.down.get(fault.target, 0) + 1
+            self.stale.add(fault.target)
+            self.want_cycle = True
+            if not ready:
+                grace = t + self.rules.cluster_not_ready_grace
+                self.timer(grace, "grace", (fault.target, self.down[fault.target]))
+            return
+        job = self.by_trace_name.get(fault.target)
+        if job is not None and job.state == "admitted" and job.parts:
+            clusters = sorted(p.cluster for p in job.parts.values() if not p.done)
+            self.fail(job, clusters, t, fault.message or "job failed (fault script)")

@@ -5,7 +5,8 @@ jobs never admitted, the per-stage waits of pipeline traces, the jobs by size an
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING, cast
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Protocol, cast
 
 from engine.cycle import NEVER, Reason
 from simulate.breakdown import breakdown
@@ -13,14 +14,36 @@ from simulate.metrics import fragmentation, percentiles, stages, waits
 from simulate.results import GPU, JobRecord
 
 if TYPE_CHECKING:
-    from simulate.loop import Simulation
+    from engine.members import Fleet
+    from engine.policy.policyset import PolicySet
+    from simulate.live import LiveJob, Options
+    from simulate.metrics import Metrics
+    from simulate.objects import ClusterReader
 
 
-def fragmentation_now(sim: Simulation) -> dict[str, float]:
-    shapes = {j.shape for j in sim.waiting.values() if j.gpus > 0}
+class Run(Protocol):
+    """What the report reads of a run that has ended (``simulate.loop.Simulation``)."""
+
+    options: Options
+    policies: PolicySet
+    members: Fleet
+    readers: dict[str, ClusterReader]
+    metrics: Metrics
+    jobs: list[LiveJob]
+    predecessors: dict[int, list[LiveJob]]
+    cycles: int
+    peak_pending: int
+    preemptions: int
+    failures: int
+    lost_gpu_s: float
+
+
+def fragmentation_now(waiting: Iterable[LiveJob], members: Fleet) -> dict[str, float]:
+    """Per member, how fragmented its free room is for the shapes of the jobs ``waiting``."""
+    shapes = {j.shape for j in waiting if j.gpus > 0}
     chosen = sorted(shapes, key=lambda s: (sum(p * g for p, g, _, _ in s), s))[:32]
     result = {}
-    for member in sim.members:
+    for member in members:
         if not chosen or not member.ready:
             result[member.name] = 0.0
             continue
@@ -40,7 +63,7 @@ UNDECIDED = "Undecided"
 """The reason counted for a job that no cycle decided on (it arrived at the very end)."""
 
 
-def never_admitted(sim: Simulation) -> dict[str, object]:
+def never_admitted(sim: Run) -> dict[str, object]:
     """The jobs submitted and never admitted, still waiting at the end of the run: how many,
     the GPU-hours they asked for, how many per reason of their last decision, and how many of
     them were rejected ``NeverFits`` (a pod larger than any node; always present, 0 or more)."""
@@ -54,9 +77,7 @@ def never_admitted(sim: Simulation) -> dict[str, object]:
     }
 
 
-def stage_waits(
-    sim: Simulation, records: list[JobRecord], end: float
-) -> dict[str, dict[str, object]]:
+def stage_waits(sim: Run, records: list[JobRecord], end: float) -> dict[str, dict[str, object]]:
     """Per stage: the wait from submission (never admitted: to the end), and from the moment
     the job's dependencies were met (the last predecessor's end) to its admission."""
     found = stages(records, end)
@@ -80,9 +101,7 @@ BY_JOB = (
 """The whole run's preemption counts, beside ``jobs.preemptions`` (decisions applied)."""
 
 
-def summarize(
-    sim: Simulation, records: list[JobRecord], end: float, wall: float
-) -> dict[str, object]:
+def summarize(sim: Run, records: list[JobRecord], end: float, wall: float) -> dict[str, object]:
     groups = breakdown(records, end)
     whole = groups.whole
     count = {s: sum(1 for r in records if r.state == s) for s in
