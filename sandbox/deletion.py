@@ -19,24 +19,24 @@ delete call (deterministic for tests), and its own writes skip admission.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sandbox import errors, meta
 from sandbox.admission import DELETE
 from sandbox.jsoncopy import copy_json
+from sandbox.resources import Resource, ResourceType
+from sandbox.storecore import StoreCore
 from sandbox.watch import DELETED, MODIFIED, WatchEvent
-
-if TYPE_CHECKING:
-    from sandbox.resources import ResourceType
-    from sandbox.store import Resource, Store
 
 FOREGROUND = "foregroundDeletion"
 POLICIES = ("Background", "Foreground", "Orphan")
 
 
-class DeletionMixin:
+class Deletions(StoreCore):
+    """The store's deletes, and the garbage collector's cascade they start."""
+
     def delete(
-        self: Store,
+        self,
         resource: Resource,
         name: str,
         *,
@@ -69,7 +69,7 @@ class DeletionMixin:
             return self._out(rt, self._start_deletion(rt, current, policy), version)
 
     def delete_collection(
-        self: Store,
+        self,
         resource: Resource,
         *,
         namespace: str | None = None,
@@ -110,9 +110,7 @@ class DeletionMixin:
 
     # -- under the lock ----------------------------------------------------------------------
 
-    def _start_deletion(
-        self: Store, rt: ResourceType, obj: dict[str, Any], policy: str
-    ) -> dict[str, Any]:
+    def _start_deletion(self, rt: ResourceType, obj: dict[str, Any], policy: str) -> dict[str, Any]:
         uid = obj["metadata"]["uid"]
         if policy == "Orphan":
             self._orphan(uid)
@@ -139,7 +137,7 @@ class DeletionMixin:
         located = self._by_uid.get(uid)
         return self._objects[rt.key][located[1]] if located else new
 
-    def _remove(self: Store, rt: ResourceType, obj: Mapping[str, Any]) -> dict[str, Any]:
+    def _remove(self, rt: ResourceType, obj: Mapping[str, Any]) -> dict[str, Any]:
         """Remove ``obj`` now, emit DELETED, then cascade. Returns the final object."""
         metadata = obj["metadata"]
         key = (metadata.get("namespace", ""), metadata["name"])
@@ -164,7 +162,7 @@ class DeletionMixin:
             self._finish_namespace(key[0])
         return final
 
-    def _live_dependents(self: Store, uid: str) -> list[tuple[ResourceType, dict[str, Any]]]:
+    def _live_dependents(self, uid: str) -> list[tuple[ResourceType, dict[str, Any]]]:
         found = []
         for dep_uid in sorted(self._dependents.get(uid, set())):
             if located := self._by_uid.get(dep_uid):
@@ -172,7 +170,7 @@ class DeletionMixin:
                 found.append((dep_rt, self._objects[dep_rt.key][dep_key]))
         return found
 
-    def _orphan(self: Store, uid: str) -> None:
+    def _orphan(self, uid: str) -> None:
         for dep_rt, dependent in self._live_dependents(uid):
             new = copy_json(dependent)
             refs = [r for r in new["metadata"].get("ownerReferences") or [] if r.get("uid") != uid]
@@ -182,7 +180,7 @@ class DeletionMixin:
                 new["metadata"].pop("ownerReferences", None)
             self._put(dep_rt, new, MODIFIED, dependent)
 
-    def _finish_foreground(self: Store, owner_uid: str) -> None:
+    def _finish_foreground(self, owner_uid: str) -> None:
         located = self._by_uid.get(owner_uid)
         if located is None:
             return
@@ -199,7 +197,7 @@ class DeletionMixin:
         new["metadata"]["finalizers"] = remaining
         self._put(rt, new, MODIFIED, owner)
 
-    def _delete_namespace(self: Store, namespace: dict[str, Any]) -> dict[str, Any]:
+    def _delete_namespace(self, namespace: dict[str, Any]) -> dict[str, Any]:
         rt = self.registry.by_key("namespaces")
         name = namespace["metadata"]["name"]
         current = namespace
@@ -216,7 +214,7 @@ class DeletionMixin:
         self._finish_namespace(name)
         return self._objects[rt.key].get(("", name), current)
 
-    def _finish_namespace(self: Store, name: str) -> None:
+    def _finish_namespace(self, name: str) -> None:
         rt = self.registry.by_key("namespaces")
         namespace = self._objects[rt.key].get(("", name))
         if namespace is None or not namespace["metadata"].get("deletionTimestamp"):
@@ -224,18 +222,6 @@ class DeletionMixin:
         if namespace["metadata"].get("finalizers") or next(self._objects_in(name), None):
             return
         self._remove(rt, namespace)
-
-    def _check_namespace(self: Store, rt: ResourceType, namespace: str, name: str) -> None:
-        """404 when the namespace does not exist; 403 while it terminates."""
-        found = self._objects["namespaces"].get(("", namespace))
-        if found is None:
-            raise errors.not_found("", "namespaces", namespace)
-        if found["metadata"].get("deletionTimestamp"):
-            why = (
-                f"unable to create new content in namespace {namespace} "
-                "because it is being terminated"
-            )
-            raise errors.forbidden(rt.group, rt.plural, name, why)
 
 
 def _check_preconditions(

@@ -73,6 +73,9 @@ class ResourceType:
         return self.api_version(self.storage_version)
 
 
+Resource = ResourceType | str  # a type, or its key such as "configmaps"
+
+
 def _core(kind: str, plural: str, namespaced: bool, short: tuple[str, ...] = (), **kw: object):
     return ResourceType(
         group="",

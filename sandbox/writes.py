@@ -1,26 +1,25 @@
 """Writes: create, update (PUT), the status subresource and patch, with admission.
 
-Mixed into :class:`sandbox.store.Store`. A write reads the current object under the store's
-lock, computes the new object and runs admission and schema validation outside it, then commits
-only if the object did not change meanwhile (otherwise it recomputes: a stale precondition then
-fails with 409, an unconditional write or a patch is re-applied, as kube-apiserver retries).
+A write reads the current object under the store's lock, computes the new object and runs
+admission and schema validation outside it, then commits only if the object did not change
+meanwhile (otherwise it recomputes: a stale precondition then fails with 409, an unconditional
+write or a patch is re-applied, as kube-apiserver retries). Built on :mod:`sandbox.deletion`:
+an update that takes the last finalizer off an object being deleted removes it.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sandbox import errors, meta
-from sandbox.admission import CREATE, UPDATE, AdmissionRequest
+from sandbox.admission import CREATE, UPDATE
+from sandbox.deletion import Deletions
 from sandbox.jsoncopy import copy_json
 from sandbox.patch import MERGE, apply_patch
-from sandbox.resources import ResourceType
+from sandbox.resources import Resource, ResourceType
 from sandbox.watch import ADDED, MODIFIED
-
-if TYPE_CHECKING:
-    from sandbox.store import Resource, Store
 
 _MAX_RETRIES = 16
 _NAMESPACE_MISMATCH = (
@@ -28,11 +27,13 @@ _NAMESPACE_MISMATCH = (
 )
 
 
-class WriteMixin:
+class Writes(Deletions):
+    """The store's creates, updates, status updates and patches."""
+
     # -- writes ------------------------------------------------------------------------------
 
     def create(
-        self: Store,
+        self,
         resource: Resource,
         obj: Mapping[str, Any],
         *,
@@ -66,7 +67,7 @@ class WriteMixin:
             return self._out(rt, new, _version(sent_version))
 
     def update(
-        self: Store,
+        self,
         resource: Resource,
         obj: Mapping[str, Any],
         *,
@@ -77,7 +78,7 @@ class WriteMixin:
         return self._replace(self.resource(resource), obj, namespace, "", dry_run)
 
     def update_status(
-        self: Store,
+        self,
         resource: Resource,
         obj: Mapping[str, Any],
         *,
@@ -88,7 +89,7 @@ class WriteMixin:
         return self._replace(self.resource(resource), obj, namespace, "status", dry_run)
 
     def patch(
-        self: Store,
+        self,
         resource: Resource,
         name: str,
         patch: Any,
@@ -115,7 +116,7 @@ class WriteMixin:
         return self._write(rt, scope, name, compute, subresource, dry_run, version)
 
     def _replace(
-        self: Store,
+        self,
         rt: ResourceType,
         obj: Mapping[str, Any],
         namespace: str | None,
@@ -153,7 +154,7 @@ class WriteMixin:
         )
 
     def _write(
-        self: Store,
+        self,
         rt: ResourceType,
         scope: str,
         name: str,
@@ -189,7 +190,7 @@ class WriteMixin:
         raise errors.conflict(rt.group, rt.plural, name, "too many concurrent writes; try again")
 
     def _check_schema(
-        self: Store,
+        self,
         rt: ResourceType,
         new: dict[str, Any],
         sent: str,
@@ -212,7 +213,7 @@ class WriteMixin:
         self.schemas.validate(new, rt.group)
         new["apiVersion"] = rt.storage_api_version
 
-    def _typed(self: Store, rt: ResourceType, obj: Mapping[str, Any]) -> dict[str, Any]:
+    def _typed(self, rt: ResourceType, obj: Mapping[str, Any]) -> dict[str, Any]:
         """A copy of ``obj`` with apiVersion/kind checked against ``rt`` (filled when absent)."""
         new = copy_json(obj)
         api_version = new.setdefault("apiVersion", rt.storage_api_version)
@@ -229,13 +230,13 @@ class WriteMixin:
             raise errors.bad_request("metadata must be an object")
         return new
 
-    def _check_subresource(self: Store, rt: ResourceType, subresource: str) -> None:
+    def _check_subresource(self, rt: ResourceType, subresource: str) -> None:
         if subresource not in ("", "status") or (
             subresource == "status" and not rt.status_subresource
         ):
             raise errors.not_found_path()
 
-    def _before_create(self: Store, rt: ResourceType, new: dict[str, Any]) -> None:
+    def _before_create(self, rt: ResourceType, new: dict[str, Any]) -> None:
         """Server-side fields of a new object (kube-apiserver's BeforeCreate)."""
         metadata = new["metadata"]
         if not metadata.get("name"):
@@ -273,7 +274,7 @@ class WriteMixin:
             new["status"] = {"phase": "Active"}
 
     def _prepare_update(
-        self: Store,
+        self,
         rt: ResourceType,
         current: Mapping[str, Any],
         proposed: dict[str, Any],
@@ -303,56 +304,17 @@ class WriteMixin:
         new["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
         return new
 
-    def _mutate(
-        self: Store,
-        op: str,
-        rt: ResourceType,
-        sub: str,
-        scope: str,
-        obj: dict[str, Any],
-        old: Mapping[str, Any] | None,
-        dry_run: bool,
-    ) -> dict[str, Any]:
-        if self.admission is None:
-            return obj
-        request = self._request(op, rt, sub, scope, obj, old, dry_run)
-        mutated = self.admission.mutate(request)
-        return copy_json(mutated) if mutated is not None else obj
-
-    def _validate(
-        self: Store,
-        op: str,
-        rt: ResourceType,
-        sub: str,
-        scope: str,
-        obj: dict[str, Any] | None,
-        old: Mapping[str, Any] | None,
-        dry_run: bool,
-    ) -> None:
-        if self.admission is not None:
-            self.admission.validate(self._request(op, rt, sub, scope, obj, old, dry_run))
-
-    @staticmethod
-    def _request(
-        op: str,
-        rt: ResourceType,
-        sub: str,
-        scope: str,
-        obj: Mapping[str, Any] | None,
-        old: Mapping[str, Any] | None,
-        dry_run: bool,
-    ) -> AdmissionRequest:
-        name = str(((obj or old or {}).get("metadata") or {}).get("name", ""))
-        return AdmissionRequest(
-            op,
-            rt,
-            sub,
-            scope or None,
-            name,
-            copy_json(obj) if obj else None,
-            copy_json(old) if old else None,
-            dry_run,
-        )
+    def _check_namespace(self, rt: ResourceType, namespace: str, name: str) -> None:
+        """404 when the namespace does not exist; 403 while it terminates."""
+        found = self._objects["namespaces"].get(("", namespace))
+        if found is None:
+            raise errors.not_found("", "namespaces", namespace)
+        if found["metadata"].get("deletionTimestamp"):
+            why = (
+                f"unable to create new content in namespace {namespace} "
+                "because it is being terminated"
+            )
+            raise errors.forbidden(rt.group, rt.plural, name, why)
 
 
 def _check_precondition(
