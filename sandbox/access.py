@@ -10,7 +10,7 @@ dict look-up: nothing is read from the store for it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from sandbox import discovery, errors, reviews
@@ -21,9 +21,12 @@ from sandbox.rbac import Authorizer
 from sandbox.requestinfo import attributes
 
 if TYPE_CHECKING:
-    from sandbox.http import ApiHandler
+    from http.server import BaseHTTPRequestHandler
+
     from sandbox.resources import Registry
     from sandbox.store import Store
+
+Reply = Callable[[int, Any], None]  # a JSON answer: (status code, body)
 
 
 class Access:
@@ -55,7 +58,9 @@ class Access:
 
     def serve(
         self,
-        handler: ApiHandler,
+        handler: BaseHTTPRequestHandler,
+        reply: Reply,
+        store: Store,
         user: User,
         method: str,
         path: str,
@@ -63,18 +68,18 @@ class Access:
         body: bytes,
     ) -> bool:
         """Answer a review, an aggregated API's request or discovery that includes one; False
-        when the request is the store's to serve."""
+        when the request is the store's to serve. ``reply`` sends a JSON answer; an aggregated
+        API's answer is relayed on ``handler``."""
         parts = [p for p in path.split("/") if p]
         if not parts or parts[0] != "apis":
             return False
-        store = handler.server.store
         review = reviews.review_kind(parts)
         if review is not None:
             kind, namespace = review
             answer = reviews.answer(
                 kind, namespace, method, body, user, self.authenticator, Authorizer(store)
             )
-            handler._send_json(201, answer)
+            reply(201, answer)
             return True
         local, served = self._local(store)
         if len(parts) >= 3 and (parts[1], parts[2]) in served:
@@ -84,12 +89,12 @@ class Access:
             if not aggregated:
                 return False
             listing = discovery.api_group_list(store.registry)
-            handler._send_json(200, listing | {"groups": listing["groups"] + aggregated})
+            reply(200, listing | {"groups": listing["groups"] + aggregated})
             return True
         if len(parts) == 2 and parts[1] in local:
             return False
         if len(parts) == 2:
-            return self._group(handler, store, local, parts[1], method)
+            return self._group(reply, store, local, parts[1], method)
         service = claiming(store, parts[1], parts[2])
         if service is None:
             return False
@@ -105,15 +110,13 @@ class Access:
             self._served = (registry, frozenset(g for g, _ in pairs), pairs)
         return self._served[1], self._served[2]
 
-    def _group(
-        self, handler: ApiHandler, store: Store, local: set[str], group: str, method: str
-    ) -> bool:
+    def _group(self, reply: Reply, store: Store, local: set[str], group: str, method: str) -> bool:
         found = [g for g in api_groups(store, local) if g["name"] == group]
         if not found:
             return False
         if method != "GET":
             raise errors.method_not_allowed(method, f"/apis/{group}")
-        handler._send_json(200, found[0])
+        reply(200, found[0])
         return True
 
     def close(self) -> None:

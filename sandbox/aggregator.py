@@ -43,7 +43,8 @@ from sandbox.authn import User
 from sandbox.frontproxy import FrontProxy
 
 if TYPE_CHECKING:
-    from sandbox.http import ApiHandler
+    from http.server import BaseHTTPRequestHandler
+
     from sandbox.store import Store
 
 log = logging.getLogger("fleetgate.sandbox.aggregator")
@@ -132,7 +133,7 @@ class Aggregator:
 
     def proxy(
         self,
-        handler: ApiHandler,
+        handler: BaseHTTPRequestHandler,
         service: Mapping[str, Any],
         user: User,
         method: str,
@@ -202,7 +203,7 @@ def _dropped(name: str) -> bool:
     return lower in _HOP_BY_HOP or lower.startswith(_REMOTE)
 
 
-def _relay(handler: ApiHandler, answer: http.client.HTTPResponse) -> None:
+def _relay(handler: BaseHTTPRequestHandler, answer: http.client.HTTPResponse) -> None:
     """Send the service's answer on: whole when its length is known, else chunk by chunk."""
     length = answer.getheader("Content-Length")
     handler.send_response(answer.status, answer.reason)
@@ -227,7 +228,7 @@ def _relay(handler: ApiHandler, answer: http.client.HTTPResponse) -> None:
         handler.close_connection = True
 
 
-def _plain_error(handler: ApiHandler, code: int, message: str) -> None:
+def _plain_error(handler: BaseHTTPRequestHandler, code: int, message: str) -> None:
     """Go's ``http.Error``, as kube-aggregator answers a proxy failure."""
     data = (message + "\n").encode()
     handler.send_response(code)

@@ -1,6 +1,6 @@
 """The Kubernetes REST API over HTTP: routing, verbs, watch streaming, Table output.
 
-One :class:`ApiHandler` per connection (a thread each, see :mod:`sandbox.server`). Paths:
+One :class:`ApiHandler` per connection (a thread each, see :mod:`sandbox.connections`). Paths:
 ``/api/v1/...`` and ``/apis/<group>/<version>/...``, each ``[namespaces/<ns>/]<plural>[/<name>
 [/status]]``, plus the legacy ``.../watch/...`` prefix. Everything becomes a call on the
 :class:`~sandbox.store.Store`; a :class:`~sandbox.errors.StatusError` becomes its Status.
@@ -24,14 +24,15 @@ from http.server import BaseHTTPRequestHandler
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
-from sandbox import admission, discovery, errors, writelog
+from sandbox import admission, discovery, errors
 from sandbox.authn import acting_as
+from sandbox.requester import requester
 from sandbox.resources import ResourceType
 from sandbox.table import to_table
 from sandbox.watch import BOOKMARK, ERROR, Subscription
 
 if TYPE_CHECKING:
-    from sandbox.server import ApiHTTPServer
+    from sandbox.connections import ApiHTTPServer
 
 log = logging.getLogger("fleetgate.sandbox.http")
 DEFAULT_WATCH_TIMEOUT = 1800.0
@@ -97,10 +98,11 @@ class ApiHandler(BaseHTTPRequestHandler):
                 return
             for hook in list(self.server.request_hooks):
                 hook(method, url.path, query)
-            if access.serve(self, user, method, url.path, query, body):
+            store = self.server.store
+            if access.serve(self, self._send_json, store, user, method, url.path, query, body):
                 return  # a review, an aggregated API, or discovery naming one
             agent = self.headers.get("User-Agent", "")
-            with writelog.requester(agent, method, url.path), acting_as(user):
+            with requester(agent, method, url.path), acting_as(user):
                 self._dispatch(method, url.path, query, body)  # who wrote what, and webhooks
         except errors.StatusError as error:
             self._send_json(error.code, error.status)

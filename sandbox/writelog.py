@@ -7,7 +7,7 @@ resourceVersions) and bounded: the oldest are dropped past ``limit``.
 
 The writer's identity is the HTTP request's ``User-Agent`` (the ``kubernetes`` client sends
 what ``ApiClient.user_agent`` says, e.g. ``fleetgate-reconciler/<identity>``); the handler
-thread names it with :func:`requester` around the request, and the store commits the write on
+thread names it around the request (:mod:`sandbox.requester`), and the store commits the write on
 that same thread. Writes of the in-process controllers (Karmada's, simulated) carry
 ``IN_PROCESS``. For Leases the entry also carries ``spec.holderIdentity`` as written, so a test
 can rebuild the lease terms from the record alone and check that only the holder wrote.
@@ -19,15 +19,15 @@ parameters filter: ``resource`` (e.g. ``resourcebindings.work.karmada.io``), ``u
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from sandbox import errors
+from sandbox.requester import current_requester
 
 if TYPE_CHECKING:
     from sandbox.server import Sandbox
@@ -39,18 +39,6 @@ DEFAULT_LIMIT = 100_000
 LEASES = "leases.coordination.k8s.io"
 _VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
 _EVENT_VERBS = {"ADDED": "create", "MODIFIED": "update", "DELETED": "delete"}
-
-_request = threading.local()
-
-
-@contextlib.contextmanager
-def requester(user_agent: str, method: str, path: str) -> Iterator[None]:
-    """Name the writer of whatever the store commits on this thread meanwhile."""
-    _request.who = (user_agent or "unknown", method, path)
-    try:
-        yield
-    finally:
-        _request.who = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +73,7 @@ class WriteLog:
 
     def record(self, resource: str, event: WatchEvent) -> None:
         """A store listener: runs under the store's lock, so it only appends."""
-        who = getattr(_request, "who", None)
+        who = current_requester()
         user, method, path = who if who is not None else (IN_PROCESS, "", "")
         meta: Mapping[str, Any] = event.object.get("metadata") or {}
         holder = None
