@@ -55,10 +55,11 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from engine import annotations as ann  # noqa: E402
+from engine.enforce import lifecycle  # noqa: E402
 from engine.policy.reload import PolicyHolder  # noqa: E402
-from reconciler import lifecycle  # noqa: E402
 from reconciler import loop as reconciler_loop  # noqa: E402
 from reconciler.loop import Reconciler  # noqa: E402
+from reconciler.settings import ReconcilerSettings  # noqa: E402
 from reconciler.writers import DEFAULT_WRITE_WORKERS  # noqa: E402
 from sandbox import tls  # noqa: E402
 from sandbox.demo.jobs import plan  # noqa: E402
@@ -91,7 +92,7 @@ def _drain(process: subprocess.Popen[str]) -> None:
 
 def start_sandbox(workdir: Path) -> tuple[subprocess.Popen[str], Path]:
     kubeconfig = workdir / "kubeconfig"
-    command = [sys.executable, "-m", "engine.cli", "sandbox", "--port", "0"]
+    command = [sys.executable, "-m", "fleetgate", "sandbox", "--port", "0"]
     command += ["--kubeconfig-out", str(kubeconfig), "--fleet", "examples/fleet.yaml"]
     command += ["--log-level", "WARNING"]
     return start(command, lambda line: line.startswith("  stop:")), kubeconfig
@@ -103,7 +104,7 @@ def start_webhook(workdir: Path) -> tuple[subprocess.Popen[str], str, str]:
     cert.write_bytes(served.cert_pem + served.ca_pem)
     key.write_bytes(served.key_pem)
     port = _free_port()
-    command = [sys.executable, "-m", "engine.cli", "webhook", "--policies", "policies"]
+    command = [sys.executable, "-m", "fleetgate", "webhook", "--policies", "policies"]
     command += ["--tls-cert", str(cert), "--tls-key", str(key), "--host", "127.0.0.1"]
     command += ["--port", str(port), "--fleet", "examples/fleet-snapshot.yaml"]
     command += ["--log-level", "WARNING"]
@@ -292,9 +293,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             started = Reconciler(
                 writer,
                 holder,
-                debounce=0.2,
-                resync=30.0,
-                write_workers=args.write_workers,
+                ReconcilerSettings(debounce=0.2, resync=30.0, write_workers=args.write_workers),
             )
             instrument(started, stages, profile)
             started.informers[RB_KEY].add_listener(watcher)

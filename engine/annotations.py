@@ -66,14 +66,14 @@ waiting job is the API's (``/api/v1/jobs``). The reconciler removes one an older
 ADMITTED_GROUP = "fleetgate.io/admitted-group"
 """The co-admission group (``HyperJob/ns/name`` or ``group/ns/name``) the binding was admitted
 with; the reconciler keeps at least ``ADMITTED_GROUP_MIN`` of its members placed, or none
-(``reconciler.groupplan``). Written with the admission, removed when the binding leaves."""
+(``engine.enforce.groupplan``). Written with the admission, removed when the binding leaves."""
 
 ADMITTED_GROUP_MIN = "fleetgate.io/admitted-group-min"
 """The group's minimum (members placed at once) when the binding was admitted with it."""
 
 GROUP_PLAN = "fleetgate.io/group-plan"
 """JSON ``{"group", "id", "clusters", "min", "size", "version"}``: the group admission this
-member is part of (phase 1 of a group's two-phase binding, ``reconciler.groupphase``), written
+member is part of (phase 1 of a group's two-phase binding, ``engine.enforce.groupphase``), written
 on every member before any is bound and kept on a bound member; a plan some member is bound
 under while another planned member is not is completed on the planned clusters or rolled back."""
 

@@ -1,5 +1,5 @@
 """What happens to an admitted job that failed: the one rule the reconciler
-(``reconciler.lifecycle``) and the simulator (``simulate.loop``) both apply.
+(``engine.enforce.lifecycle``) and the simulator (``simulate.loop``) both apply.
 
 ``spec.requeue`` of the SchedulingPolicy (docs/scheduling-cycle.md, "Failure and requeue"):
 

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine import annotations as ann
+from engine.enforce import EventSpec
 from engine.policy.policyset import PolicySet
-from reconciler.plan import EventSpec
 from webhook.mutate import mutate_binding
 from webhook.review import AdmissionRequest, GroupVersionKind, ReviewError
 

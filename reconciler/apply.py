@@ -1,10 +1,10 @@
-"""Enforce one scheduling decision on its binding: the I/O edge of :mod:`reconciler.plan`.
+"""Enforce one scheduling decision on its binding: the I/O edge of :mod:`engine.enforce.plan`.
 
 ``Applier(api_client, mode, clock).apply(decision, binding)`` sends the plan's merge patch with
 the resourceVersion the decision was made on, then (bind mode) the ``Scheduled`` condition on the
 status subresource, then an Event. A 409 is ``Outcome.CONFLICT``: the caller re-reads the binding
 and decides again; nothing is forced or retried blindly. A 404 is ``Outcome.GONE``.
-``transition(change, binding)`` writes a lifecycle transition (:mod:`reconciler.lifecycle`: a
+``transition(change, binding)`` writes a lifecycle transition (:mod:`engine.enforce.lifecycle`: a
 job started, requeued or given up) the same way.
 """
 
@@ -23,21 +23,25 @@ from kubernetes.client.exceptions import ApiException
 
 from engine import annotations as ann
 from engine.cycle import Decision
-from engine.errors import FleetgateError
-from reconciler.adopt import Adoption
-from reconciler.events import event_body
-from reconciler.groupphase import MemberPlan, Unplan
-from reconciler.groupplan import GroupRollback, plan_rollback
-from reconciler.lifecycle import Confirm, Reclaim, Started
-from reconciler.plan import (
+from engine.enforce import (
+    Confirm,
+    GroupRollback,
+    MemberPlan,
     Mode,
     Plan,
     PlanError,
+    Reclaim,
+    Started,
     StatusUpdate,
+    Unplan,
     plan,
+    plan_rollback,
     plan_transition,
     status_patch,
 )
+from engine.errors import FleetgateError
+from reconciler.adopt import Adoption
+from reconciler.events import event_body
 
 log = logging.getLogger("fleetgate.reconciler")
 
@@ -129,7 +133,7 @@ class Applier:
         binding: Mapping[str, Any],
         policy_version: str = "",
     ) -> Outcome:
-        """Write a lifecycle transition (``reconciler.lifecycle``: the job started, or is
+        """Write a lifecycle transition (``engine.enforce.lifecycle``: the job started, or is
         requeued or given up) on ``binding``, the object it was found on."""
         ref = _ref(binding)
         if change.binding != ref:
@@ -143,7 +147,7 @@ class Applier:
         self, change: GroupRollback | Unplan, binding: Mapping[str, Any], policy_version: str = ""
     ) -> Outcome:
         """Take a member of a group placed below its minimum (or of a group plan that cannot
-        complete) off its clusters, or remove a rolled-back plan (``reconciler.groupplan``)."""
+        complete) off its clusters, or remove a rolled-back plan (``engine.enforce.groupplan``)."""
         if change.binding != _ref(binding):
             raise PlanError(f"rollback for {change.binding} applied to binding {_ref(binding)}")
         now = self.clock()
@@ -154,7 +158,7 @@ class Applier:
     def write_plan(
         self, member: MemberPlan, binding: Mapping[str, Any]
     ) -> tuple[Outcome, Mapping[str, Any]]:
-        """Phase 1 of a group's binding (``reconciler.groupphase``): ``member`` written on
+        """Phase 1 of a group's binding (``engine.enforce.groupphase``): ``member`` written on
         ``binding`` with its resourceVersion; the outcome and the binding as it now is (the
         object the member's Admit patch is then made on)."""
         text = member.text()

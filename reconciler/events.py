@@ -8,7 +8,7 @@ from typing import Any
 
 from engine import annotations as ann
 from engine import untrusted
-from reconciler.plan import EventSpec
+from engine.enforce import EventSpec
 
 COMPONENT = "fleetgate"
 EVENT_MESSAGE_LIMIT = 1024  # what kube-apiserver's event validation allows in a note

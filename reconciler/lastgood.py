@@ -29,11 +29,11 @@ import urllib3
 from kubernetes.client.exceptions import ApiException
 
 from engine import annotations as ann
+from engine.enforce import EventSpec
 from engine.errors import PolicyLoadError
 from engine.policy.policyset import PolicySet, load_policy_set
 from engine.policy.reload import PolicyHolder
 from reconciler.events import event_body
-from reconciler.plan import EventSpec
 
 log = logging.getLogger(__name__)
 

@@ -1,32 +1,20 @@
 """The reconciler loop: informers' caches → one scheduling cycle → the Applier, level-triggered.
 
-``Reconciler(api_client, policies)`` owns the informers, a :class:`JobCache` kept between cycles
-and an :class:`Applier`. ``run_once(now)`` is one pass: build the snapshot from the caches, run
-the cycle (the garbage collector paused), and enforce each decision on the binding object it was
-made on (from the ResourceBinding/ClusterResourceBinding cache, so its resourceVersion is the
-precondition). Only managed bindings (label ``fleetgate.io/managed``) are written. A CONFLICT or
-GONE marks the binding dirty: it is decided again by a later pass, once the watch brought its new
-version (or, when the cache still holds the version the 409 answered, once a fresh read shows it
-unchanged). Writes never go into the caches: the watch brings them back. A pass run twice writes
-nothing the second time (the Applier answers UNCHANGED).
+``Reconciler(api_client, policies, settings)`` owns the informers, a :class:`JobCache` kept
+between cycles and an :class:`Applier`. ``run_once(now)`` is one pass (its docstring has the
+steps): the snapshot from the caches, the cycle (the garbage collector paused), then what
+``engine.enforce.plan_pass`` says to write (the lifecycle's transitions, group rollbacks and
+plans, the decisions), each on the binding object it was planned on (from the binding caches,
+so its resourceVersion is the precondition). Only managed bindings (``fleetgate.io/managed``)
+are written. A CONFLICT or GONE marks the binding dirty: it is decided again by a later pass,
+once the watch brought its new version (or, when the cache still holds the version the 409
+answered, once a fresh read shows it unchanged). Writes never go into the caches: the watch
+brings them back. A pass run twice writes nothing the second time (UNCHANGED).
 
 Writes go out on a pool of threads (:mod:`reconciler.writers`), a binding per thread; only
 objects replaced since the last pass are parsed (:class:`ReadMemo`); a Pending decision its
-binding already carries is not planned again (:mod:`reconciler.settled`).
-
-Lifecycle (:mod:`reconciler.lifecycle`): each pass also reviews the admitted jobs on the same
-snapshot (started, failed, unhealthy, on a cluster NotReady past its grace, past the startup
-timeout) and writes those transitions before the cycle's decisions, with the same preconditions
-and dirty handling; decisions on a job it reclaims are skipped (the next pass decides it again
-as requeued). ``PassSummary.requeued`` and ``gave_up`` count them.
-
-Adoption (:mod:`reconciler.adopt`): before the cycle, a pass adopts the placed bindings the
-webhook never saw (no label, no admission, in scope) and its cycle reads them as written.
-
-Estimators (:mod:`reconciler.estimator`, when given): before the cycle, each Ready member's
-karmada-scheduler-estimator is asked about the pending jobs' pod shapes; the answers go into
-``Snapshot.estimates`` and the calls into ``PassSummary.estimator_requests``.
-
+binding already carries is not planned again (:mod:`reconciler.settled`). Adoption
+(:mod:`reconciler.adopt`) and the estimators (:mod:`reconciler.estimator`) feed the snapshot.
 ``start()`` runs passes on a thread: after relevant informer events (debounced), every
 ``resync`` seconds, and soon again while bindings are dirty.
 
@@ -49,6 +37,19 @@ from kubernetes.client.exceptions import ApiException
 
 from engine import annotations as ann
 from engine.cycle import CycleResult, Decision, JobCache, run_cycle, shapes_wanted
+from engine.enforce import (
+    PLAN_CLEARED,
+    PLANNED,
+    ROLLED_BACK,
+    Confirm,
+    GroupRollback,
+    MemberPlan,
+    PassPlan,
+    Reclaim,
+    Started,
+    Unplan,
+    plan_pass,
+)
 from engine.errors import FleetgateError
 from engine.fleet.model import Snapshot
 from engine.fleet.readmemo import ReadMemo
@@ -56,17 +57,16 @@ from engine.fleet.snapshot import build_snapshot
 from engine.gcpause import collector_paused
 from engine.policy.policyset import PolicySet
 from engine.policy.reload import NoPolicySetError
-from reconciler import groupplan, lifecycle
 from reconciler.adopt import ADOPTED, Adopter, Adoption, ref_of
 from reconciler.apply import Applier, Outcome, utc_now
 from reconciler.estimator import Asked, EstimatorClient
-from reconciler.groupphase import PLANNED, MemberPlan, Unplan
 from reconciler.informer import Key
 from reconciler.informers import Informers, source_of
 from reconciler.passes import Attempt, PassSummary, Write, what_of
 from reconciler.resources import CLUSTER_RESOURCE_BINDINGS, RESOURCE_BINDINGS
+from reconciler.settings import ReconcilerSettings
 from reconciler.settled import Settled
-from reconciler.writers import DEFAULT_WRITE_WORKERS, WritePool, pool_size, widen_pool
+from reconciler.writers import WritePool, pool_size, widen_pool
 
 log = logging.getLogger("fleetgate.reconciler")
 
@@ -74,6 +74,7 @@ DIRTY_RETRY = 1.0  # seconds before a pass looks again at dirty bindings no even
 ERROR_BACKOFF = (0.5, 30.0)  # seconds: first and largest wait after a failed pass
 SYNC_POLL = 0.5  # seconds between looks at whether every informer has listed
 NO_POLICIES_RETRY = 2.0  # seconds between looks for a policy set while none is live
+DEFAULTS = ReconcilerSettings()
 BINDING_SOURCES = frozenset(source_of(r) for r in (RESOURCE_BINDINGS, CLUSTER_RESOURCE_BINDINGS))
 Objects = list[tuple[str, Mapping[str, Any]]]
 
@@ -88,15 +89,11 @@ class Reconciler:
         self,
         api_client: kubernetes.client.ApiClient,
         policies: PolicySource,
-        mode: str = "bind",
-        clock: Callable[[], dt.datetime] = utc_now,
-        debounce: float = 0.2,
-        resync: float = 30.0,
+        settings: ReconcilerSettings = DEFAULTS,
         *,
+        clock: Callable[[], dt.datetime] = utc_now,
         informers: Informers | None = None,
-        request_timeout: float = 30.0,
         gate: Callable[[], bool] | None = None,
-        write_workers: int = DEFAULT_WRITE_WORKERS,
         estimator: EstimatorClient | None = None,
     ) -> None:
         self.policies = policies
@@ -107,16 +104,16 @@ class Reconciler:
         # deadline; reconciler.leader) runs no pass and sends nothing; the informers run on
         self.gate = gate
         self.clock = clock
-        self.debounce = debounce
-        self.resync = resync
+        self.debounce = settings.debounce
+        self.resync = settings.resync
         self.informers = informers if informers is not None else Informers(api_client)
-        self.applier = Applier(api_client, mode, clock, request_timeout)
+        self.applier = Applier(api_client, settings.mode, clock, settings.request_timeout)
         self.applier.gate = gate
         # a pass's writes go out on up to ``write_workers`` threads, a binding per thread
         # (reconciler.writers); its snapshot re-reads only objects that changed (ReadMemo)
-        self.writers = WritePool(write_workers)
+        self.writers = WritePool(settings.write_workers)
         watches = len(getattr(self.informers, "informers", ()))
-        widen_pool(api_client, pool_size(write_workers, watches))
+        widen_pool(api_client, pool_size(settings.write_workers, watches))
         self.reads = ReadMemo()
         self.settled = Settled()  # Pending decisions found written: not planned again
         self.cache = JobCache()
@@ -213,60 +210,64 @@ class Reconciler:
     # -- one pass ----------------------------------------------------------------------------
 
     def run_once(self, now: dt.datetime | None = None) -> PassSummary:
-        """One level-triggered pass at ``now`` (default: the clock)."""
+        """One level-triggered pass at ``now`` (default: the clock):
+
+        1. snapshot — the informers' objects (placed bindings the webhook never saw adopted
+           first: ``reconciler.adopt``), and the estimators' answers for the pending shapes;
+        2. cycle — ``run_cycle`` on it, with the JobCache kept between passes;
+        3. plan — ``engine.enforce.plan_pass``: the lifecycle's transitions, group rollbacks,
+           group plans and the decisions to enforce, all from the same snapshot;
+        4. write — in that order (a reclaimed job leaves before its room is given away),
+           decisions already written (``Settled``) skipped;
+        5. observers — the metrics and the API read the result.
+        """
         with self._pass:
             started = time.perf_counter()
             moment = now if now is not None else self.clock()
             policies = self.policies.current
-            adopted, objects = self._adopt(self.informers.snapshot_objects(), policies, moment)
-            snapshot = build_snapshot(objects, self.reads)
-            asked = Asked()
-            if self.estimator is not None:
-                shapes = shapes_wanted(snapshot, policies, moment, self.cache)
-                asked = self.estimator.ask(snapshot, shapes)
-                snapshot = dataclasses.replace(snapshot, estimates=asked.estimates)
-            # the lifecycle (reconciler.lifecycle) reads the same snapshot as the cycle and
-            # writes first; the cycle's decisions on the jobs it reclaims were made on the
-            # version it replaces and are left to the next pass (see _transitions)
-            changes = lifecycle.review(snapshot, policies, moment, self._cached)
-            self.due = changes.due
+            adopted, snapshot, asked = self._snapshot(policies, moment)  # 1.
             with collector_paused():
-                result = run_cycle(snapshot, policies, moment, self.cache)
-            self.last_result = result
-            self.last_snapshot = snapshot
+                result = run_cycle(snapshot, policies, moment, self.cache)  # 2.
+            todo = plan_pass(snapshot, policies, result, moment, self._cached)  # 3.
+            self.due = todo.due
+            self.last_result, self.last_snapshot = result, snapshot
             summary = PassSummary(result.policy_version, len(result.decisions))
             summary.estimator_requests = dict(asked.requests)
             for attempt in adopted:
                 self._count(attempt, summary)
-            # a group placed below its minimum, or a group plan half-applied that cannot be
-            # completed, leaves whole; a group is bound in two phases (reconciler.groupplan)
-            grouped = groupplan.enforcement(
-                snapshot,
-                changes.reclaimed,
-                result.decisions,
-                result.policy_version,
-                moment,
-                result.jobs,
-            )
-            back = grouped.rollbacks
-            skip = changes.reclaimed | grouped.held
-            self._transitions(changes, result, summary, skip)
-            self._write_all([self._roll_back(r, result.policy_version) for r in back], summary)
-            enforced = [d for d in result.decisions if d.binding not in skip]
-            summary.skipped += len(result.decisions) - len(enforced)
-            send, settled = enforced, 0
-            if self.gate is None or self.gate():
-                send, settled = self.settled.split(enforced, result.policy_version, self._settled)
-            summary.unchanged += settled
-            send, planned = self._plan_groups(send, grouped.plans, summary)
-            writes = [self._enforce(d, result.policy_version, planned.get(d.binding)) for d in send]
-            self.settled.record(send, self._write_all(writes, summary), result.policy_version)
+            self._send(todo, result.policy_version, summary)  # 4.
             summary.seconds = time.perf_counter() - started
             self.passes += 1
             self.last = summary
-            self._notify(result, summary)
+            self._notify(result, summary)  # 5.
             log.debug("reconciler pass: %s", summary)
             return summary
+
+    def _snapshot(
+        self, policies: PolicySet, now: dt.datetime
+    ) -> tuple[list[Attempt], Snapshot, Asked]:
+        """The pass's snapshot: the adoptions written first, the estimators' answers in it."""
+        adopted, objects = self._adopt(self.informers.snapshot_objects(), policies, now)
+        snapshot = build_snapshot(objects, self.reads)
+        asked = Asked()
+        if self.estimator is not None:
+            shapes = shapes_wanted(snapshot, policies, now, self.cache)
+            asked = self.estimator.ask(snapshot, shapes)
+            snapshot = dataclasses.replace(snapshot, estimates=asked.estimates)
+        return adopted, snapshot, asked
+
+    def _send(self, todo: PassPlan, version: str, summary: PassSummary) -> None:
+        """The pass's writes, in the order ``todo`` lists them."""
+        self._transitions(todo.transitions, version, summary)
+        self._write_all([self._roll_back(r, version) for r in todo.rollbacks], summary)
+        summary.skipped += todo.held
+        send, settled = list(todo.decisions), 0
+        if self.gate is None or self.gate():
+            send, settled = self.settled.split(send, version, self._settled)
+        summary.unchanged += settled
+        send, planned = self._plan_groups(send, todo.plans, summary)
+        writes = [self._enforce(d, version, planned.get(d.binding)) for d in send]
+        self.settled.record(send, self._write_all(writes, summary), version)
 
     def _adopt(
         self, objects: Objects, policies: PolicySet, now: dt.datetime
@@ -296,40 +297,35 @@ class Reconciler:
 
     def _transitions(
         self,
-        changes: lifecycle.Review,
-        result: CycleResult,
+        found: Sequence[Started | Reclaim | Confirm],
+        version: str,
         summary: PassSummary,
-        leaving: frozenset[str] = frozenset(),
     ) -> None:
-        """Started, requeued and given-up jobs, before the cycle's decisions: a reclaimed job
-        must leave before its room is given to another, and a job that started is recorded
-        unless the cycle decided something about it (a preemption victim) this pass."""
-        decided = [d.binding for d in result.decisions]
-        found = list(changes.transitions([*decided, *leaving]))
+        """Started, requeued and given-up jobs, and Scheduled confirmations."""
         writes: list[Write] = [
             (
                 change.binding,
                 what_of(change),
-                lambda b, c=change: self.applier.transition(c, b, result.policy_version),
+                lambda b, c=change: self.applier.transition(c, b, version),
             )
             for change in found
         ]
         for change, attempt in zip(found, self._write_all(writes, summary), strict=True):
-            if attempt.outcome == Outcome.APPLIED and isinstance(change, lifecycle.Reclaim):
+            if attempt.outcome == Outcome.APPLIED and isinstance(change, Reclaim):
                 if change.gave_up:
                     summary.gave_up += 1
                 else:
                     summary.requeued += 1
 
-    def _roll_back(self, change: groupplan.GroupRollback | Unplan, policy_version: str) -> Write:
+    def _roll_back(self, change: GroupRollback | Unplan, policy_version: str) -> Write:
         write = partial(self.applier.rollback, change, policy_version=policy_version)
-        what = groupplan.PLAN_CLEARED if isinstance(change, Unplan) else groupplan.ROLLED_BACK
+        what = PLAN_CLEARED if isinstance(change, Unplan) else ROLLED_BACK
         return change.binding, what, write
 
     def _plan_groups(
         self, send: list[Decision], plans: Mapping[str, MemberPlan], summary: PassSummary
     ) -> tuple[list[Decision], dict[str, Mapping[str, Any]]]:
-        """Phase 1 of binding a group (reconciler.groupphase): its plan on every member admitted
+        """Phase 1 of binding a group (engine.enforce.groupphase): its plan on every member admitted
         with it. The decisions left to send (no member of a group any plan write of which did
         not go through) and the binding each planned member's Admit is made on."""
         admits = [d for d in send if d.binding in plans]

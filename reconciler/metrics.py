@@ -8,8 +8,8 @@ transitions that a pass *wrote*: an admission or a preemption is counted when th
 outcome for it was ``Applied`` (``PassSummary.applied_to``), so a pass that decides the same
 thing again and finds it already written (``Unchanged``), a 409, a skipped binding or a replica
 that does not lead counts nothing, and every admission is counted exactly once.
-A job the lifecycle reclaims after a failure (``reconciler.lifecycle``), and a member of a
-group rolled back with the rest (``reconciler.groupplan``, reason ``GroupRolledBack``), is
+A job the lifecycle reclaims after a failure (``engine.enforce.lifecycle``), and a member of a
+group rolled back with the rest (``engine.enforce.groupplan``, reason ``GroupRolledBack``), is
 counted as evicted the same way, from the write the loop records for it.
 
 Kueue's names, with ``fleetgate_`` for ``kueue_`` and ``queue`` for ``cluster_queue``:
@@ -37,8 +37,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from engine.cycle import Action, CycleResult
-from reconciler.groupplan import ROLLED_BACK
-from reconciler.lifecycle import Trigger
+from engine.enforce import ROLLED_BACK, Trigger
 
 if TYPE_CHECKING:
     from reconciler.loop import PassSummary, Reconciler
@@ -51,7 +50,7 @@ PASS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 PREEMPTED = "Preempted"  # the eviction reason of a preemption victim (Kueue's too)
 IN_QUEUE, RECLAIM = "InQueue", "Reclaim"  # why a job was preempted, from the preemptor's view
 TRIGGERS = frozenset(str(t) for t in Trigger)  # what the loop records for a lifecycle reclaim
-# … and for a member of a group taken off its clusters with the rest (reconciler.groupplan)
+# … and for a member of a group taken off its clusters with the rest (engine.enforce.groupplan)
 EVICTING = TRIGGERS | {ROLLED_BACK}
 OUTCOMES = ("applied", "unchanged", "conflicts", "gone", "skipped", "errors")
 

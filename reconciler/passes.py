@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from reconciler import lifecycle
+from engine.enforce import Confirm, Reclaim, Started
 from reconciler.apply import Outcome
 
 
@@ -23,7 +23,7 @@ class PassSummary:
     gone: int = 0
     skipped: int = 0  # no cached binding, not managed, or dirty and still stale
     errors: int = 0
-    requeued: int = 0  # of ``applied``: jobs reclaimed and requeued (reconciler.lifecycle)
+    requeued: int = 0  # of ``applied``: jobs reclaimed and requeued (engine.enforce.lifecycle)
     gave_up: int = 0  # of ``applied``: jobs given up after requeue.maxAttempts
     seconds: float = 0.0
     # (binding ref, what) of each write that went through: a decision's action (Admit,
@@ -71,8 +71,8 @@ class Attempt:
     failed: bool = False
 
 
-def what_of(change: lifecycle.Started | lifecycle.Reclaim | lifecycle.Confirm) -> str:
+def what_of(change: Started | Reclaim | Confirm) -> str:
     """What ``PassSummary.applied_to`` records for a lifecycle write."""
-    if isinstance(change, lifecycle.Reclaim):
+    if isinstance(change, Reclaim):
         return str(change.trigger)
-    return "Confirmed" if isinstance(change, lifecycle.Confirm) else "Started"
+    return "Confirmed" if isinstance(change, Confirm) else "Started"

@@ -55,6 +55,7 @@ from reconciler.informers import namespace_labels
 from reconciler.leader import LeaderElector, LeaseConfig
 from reconciler.loop import Reconciler
 from reconciler.resources import NAMESPACES
+from reconciler.settings import ReconcilerSettings
 from reconciler.writers import DEFAULT_WRITE_WORKERS
 
 log = logging.getLogger("fleetgate.reconciler.serve")
@@ -142,16 +143,13 @@ def start_all(args: argparse.Namespace, identity: str) -> Serving:
     if elector is not None:  # no write leaves after the lease deadline (reconciler.fence)
         fenced = fence.Fence(elector.deadline)
         fence.install(api, fenced)
-    reconciler = Reconciler(
-        api,
-        holder,
-        args.mode,
+    settings = ReconcilerSettings(
+        mode=args.mode,
         resync=args.resync,
-        gate=gate,
         request_timeout=write_timeout(args),
         write_workers=getattr(args, "write_workers", DEFAULT_WRITE_WORKERS),
-        estimator=estimator,
     )
+    reconciler = Reconciler(api, holder, settings, gate=gate, estimator=estimator)
     if fenced is not None:
         reconciler.applier.remaining = fenced.remaining
     serving = Serving(holder, api, reconciler, elector, estimator=estimator)

@@ -4,7 +4,7 @@ Each pass decides again every job still waiting, and most decisions are what the
 already says: the Applier plans, finds nothing to write and answers UNCHANGED, for thousands of
 bindings every pass. ``Settled`` remembers, per binding, the resourceVersion, decision and
 policy version of the last such answer; the same decision on the same version is UNCHANGED
-again (``reconciler.plan`` writes a pending reason, position and nominated cluster only when
+again (``engine.enforce.plan`` writes a pending reason, position and nominated cluster only when
 they differ from the binding's, and reads nothing else: no clock), so no plan is made. Any
 other decision, or a new version of the binding, goes to the Applier as before. Only the
 entries of the latest pass are kept.

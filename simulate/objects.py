@@ -2,7 +2,7 @@
 ResourceBindings (``BindingView``), PriorityClasses and Clusters, built directly as the frozen
 views ``engine.fleet.snapshot`` would read from Karmada's objects (no dicts, no YAML).
 
-Each write the reconciler would make (``reconciler/plan.py``: admit, preempt; the requeue of a
+Each write the reconciler would make (``engine/enforce/plan.py``: admit, preempt; the requeue of a
 failed job) is a function here that returns the binding as it would read back afterwards.
 """
 
@@ -147,7 +147,7 @@ def admitted(
 
 def running(binding: BindingView, now: dt.datetime) -> BindingView:
     """The job runs on all its clusters: ``fleetgate.io/running-since``, as the reconciler's
-    lifecycle records it (``reconciler.lifecycle.Started``)."""
+    lifecycle records it (``engine.enforce.lifecycle.Started``)."""
     notes = dict(binding.annotations)
     notes[ann.RUNNING_SINCE] = ann.format_time(now)
     return dataclasses.replace(binding, annotations=FrozenDict(notes))

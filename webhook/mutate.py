@@ -123,7 +123,7 @@ def _hold(facts: rb.BindingFacts, version: str, now: dt.datetime) -> tuple[rb.Pa
     return patch, "held"
 
 
-# What fleetgate writes when it admits a binding (reconciler.plan), always to a binding that
+# What fleetgate writes when it admits a binding (engine.enforce.plan), always to a binding that
 # exists; on a CREATE they are whatever the creator wrote.
 ADMISSION_NOTES = (
     ann.ADMITTED_AT,

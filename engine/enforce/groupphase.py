@@ -44,8 +44,8 @@ from dataclasses import dataclass, field
 
 from engine import annotations as ann
 from engine.cycle import Action, Decision
+from engine.enforce.lifecycle import binding_ref
 from engine.fleet.model import BindingView, Snapshot
-from reconciler.lifecycle import binding_ref
 
 PLANNED = "GroupPlanned"  # what PassSummary.applied_to records for a phase-1 plan write
 

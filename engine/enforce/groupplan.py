@@ -5,7 +5,7 @@ The cycle decides a group whole (``engine.cycle.groups``), but its members are s
 bindings, written one by one: a reconciler that dies between two members' writes, a member's
 write that fails, a member that fails on its cluster, or a member preempted, can leave fewer
 members placed than the group's minimum. The record of a group admission lives on each member
-it binds (``reconciler.plan``: written with the Admit patch itself, so a member is never
+it binds (``engine.enforce.plan``: written with the Admit patch itself, so a member is never
 placed without it): ``fleetgate.io/admitted-group`` (the group's name) and
 ``fleetgate.io/admitted-group-min`` (its minimum at the admission).
 
@@ -21,7 +21,7 @@ the minimum. A waiting member of a group named only by the SchedulingPolicy's ``
 is recognised through the cycle's record of it (``CycleResult.jobs``), so one in backoff says its
 group is short too.
 
-The admission itself is two-phase (``reconciler.groupphase``): a plan written on every member
+The admission itself is two-phase (``engine.enforce.groupphase``): a plan written on every member
 first, then the Admit patches; a plan half-applied by a crash is completed on its clusters or
 rolled back whole. :func:`enforcement` joins both checks for the loop.
 """
@@ -35,14 +35,15 @@ from typing import Any
 
 from engine import annotations as ann
 from engine.cycle import Action, Decision, JobRecord, Reason, group_label
+from engine.enforce import groupphase
+from engine.enforce.groupphase import MemberPlan, Unplan
+from engine.enforce.lifecycle import binding_ref
+from engine.enforce.plan import EventSpec, Mode, Plan, StatusUpdate, patch_of
 from engine.fleet.model import Snapshot
-from reconciler import groupphase
-from reconciler.groupphase import MemberPlan, Unplan
-from reconciler.lifecycle import binding_ref
-from reconciler.plan import EventSpec, Mode, Plan, StatusUpdate, patch_of
 
 ROLLED_BACK = "GroupRolledBack"  # what PassSummary.applied_to records for a rollback write
 PLAN_CLEARED = "GroupPlanCleared"  # … for a rolled-back plan removed from an unbound member
+
 
 @dataclass(frozen=True, slots=True)
 class GroupRollback:
@@ -52,7 +53,7 @@ class GroupRollback:
     group: str
     minimum: int
     remaining: int  # members that would stay placed without the rollback
-    why: str = ""  # set for a half-applied plan that cannot complete (reconciler.groupphase)
+    why: str = ""  # set for a half-applied plan that cannot complete (engine.enforce.groupphase)
 
     def message(self) -> str:
         if self.why:

@@ -2,7 +2,7 @@
 
 ``review(snapshot, policies, now, objects)`` is pure: from the snapshot's managed bindings that
 are placed (``spec.clusters``, no ``fleetgate.io/readmit``), the SchedulingPolicy's ``requeue``
-settings and ``now``, it returns what to write (``reconciler.plan.plan_transition`` turns each
+settings and ``now``, it returns what to write (``engine.enforce.plan.plan_transition`` turns each
 value into merge patches, ``reconciler.apply.Applier.transition`` sends them):
 
 - :class:`Started`: the job runs on every cluster it was placed on and has not finished there
@@ -37,7 +37,7 @@ value into merge patches, ``reconciler.apply.Applier.transition`` sends them):
 
 A finished job (every cluster reports a terminal state, none failed) is not reclaimed: the
 cycle no longer counts it, so its quota and any in-flight reservation are free in the next
-cycle. A preemption is not a failure (``reconciler.plan`` evicts victims without counting).
+cycle. A preemption is not a failure (``engine.enforce.plan`` evicts victims without counting).
 
 ``Review.due`` is the next moment at which time alone changes what a pass decides (a backoff
 or an exclusion ends, a startup timeout or a NotReady grace runs out): the loop wakes then.
@@ -53,11 +53,11 @@ from enum import StrEnum
 from typing import Any
 
 from engine import annotations as ann
+from engine.enforce.memberstatus import failure_detail, member_statuses, status_says_running
 from engine.fleet.model import BindingView, ClusterView, Snapshot
 from engine.policy.model import Requeue
 from engine.policy.policyset import PolicySet
 from engine.requeue import after_failure
-from reconciler.memberstatus import failure_detail, member_statuses, status_says_running
 
 DETAIL_LIMIT = 512  # characters of a member's failure message kept in messages
 

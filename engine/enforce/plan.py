@@ -18,8 +18,8 @@ from typing import Any
 from engine import annotations as ann
 from engine import untrusted
 from engine.cycle import Action, Decision, Reason, pending_note
+from engine.enforce.lifecycle import Confirm, Reclaim, Started
 from engine.errors import FleetgateError
-from reconciler.lifecycle import Confirm, Reclaim, Started
 
 RESIZABLE_KINDS = frozenset(
     {
@@ -117,10 +117,10 @@ def _admit(
     }
     if policy_version:
         notes[ann.POLICY_VERSION] = policy_version
-    if decision.group is not None:  # the record reconciler.groupplan keeps the group whole by
+    if decision.group is not None:  # the record engine.enforce.groupplan keeps the group whole by
         notes[ann.ADMITTED_GROUP] = decision.group.name
         notes[ann.ADMITTED_GROUP_MIN] = str(decision.group.min)
-    else:  # admitted alone: a group plan left from before (reconciler.groupphase) is stale
+    else:  # admitted alone: a group plan left from before (engine.enforce.groupphase) is stale
         notes[ann.GROUP_PLAN] = None
     event = EventSpec("Normal", "Admitted", _admitted_text(names, decision.message))
     if mode == Mode.RELEASE:
@@ -226,7 +226,7 @@ def plan_transition(
     now: dt.datetime,
     policy_version: str = "",
 ) -> Plan:
-    """What a lifecycle transition (``reconciler.lifecycle``) writes on ``binding``."""
+    """What a lifecycle transition (``engine.enforce.lifecycle``) writes on ``binding``."""
     if isinstance(change, Confirm):
         return _confirm(change, binding, Mode(mode))
     if isinstance(change, Started):
@@ -324,7 +324,7 @@ def _patch(
     return body
 
 
-patch_of = _patch  # for the other write plans of the package (reconciler.groupplan)
+patch_of = _patch  # for the other write plans of the package (engine.enforce.groupplan)
 
 
 def _resizable(resource: Mapping[str, Any]) -> bool:

@@ -31,8 +31,9 @@ GPU = "nvidia.com/gpu"
 
 
 def rescheduling_available() -> bool:
-    """Whether this reconciler requeues the jobs of a failed cluster (reconciler/lifecycle.py)."""
-    return importlib.util.find_spec("reconciler.lifecycle") is not None
+    """Whether this reconciler requeues the jobs of a failed cluster (by the rules of
+    engine/enforce/lifecycle.py)."""
+    return importlib.util.find_spec("engine.enforce.lifecycle") is not None
 
 
 @dataclass(slots=True)

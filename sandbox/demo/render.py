@@ -264,7 +264,7 @@ def _failure_summary(failure: Mapping[str, Any]) -> list[RenderableType]:
         )
     if not failure["reschedulingAvailable"]:
         lines.append(
-            "  this reconciler has no failure requeue (reconciler/lifecycle.py): the jobs stay "
+            "  this reconciler has no failure requeue (engine/enforce/lifecycle.py): the jobs stay "
             "placed on the failed cluster"
         )
     table = Table(title="jobs on the failed cluster", title_justify="left")

@@ -26,6 +26,7 @@ import yaml
 from engine.members import Fleet, load_fleet
 from engine.policy.reload import PolicyHolder
 from reconciler.loop import Reconciler
+from reconciler.settings import ReconcilerSettings
 from sandbox import tls
 from sandbox.clock import ScaledClock
 from sandbox.faults import Faults
@@ -100,7 +101,12 @@ def started(speed: float, workdir: Path, *, tick: float = 0.1) -> Iterator[World
         karmada.run_once()  # the Cluster objects exist before the reconciler lists them
         karmada.start()
         stack.callback(karmada.stop)
-        reconciler = Reconciler(watching, policies, clock=clock.now, debounce=0.05, resync=5.0)
+        reconciler = Reconciler(
+            watching,
+            policies,
+            ReconcilerSettings(debounce=0.05, resync=5.0),
+            clock=clock.now,
+        )
         reconciler.start()
         stack.callback(reconciler.stop)
         stack.callback(karmada.stop)  # first: no event is being written when watches close

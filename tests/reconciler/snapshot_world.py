@@ -95,7 +95,7 @@ class ScriptedApplier:
     def write_plan(
         self, member: Any, binding: Mapping[str, Any]
     ) -> tuple[Outcome, Mapping[str, Any]]:
-        """Phase 1 of a group's binding (reconciler.groupphase), answered like the rest."""
+        """Phase 1 of a group's binding (engine.enforce.groupphase), answered like the rest."""
         meta = binding.get("metadata") or {}
         ref = (
             f"{meta.get('namespace')}/{meta.get('name')}" if meta.get("namespace") else meta["name"]

@@ -12,9 +12,9 @@ import pytest
 from engine import annotations as ann
 from engine.cycle.model import ClusterAssignment, Decision
 from engine.cycle.reasons import Action, Reason
+from engine.enforce.lifecycle import Reclaim, Started, Trigger
+from engine.enforce.plan import PlanError
 from reconciler.apply import Applier, ApplyError, Outcome
-from reconciler.lifecycle import Reclaim, Started, Trigger
-from reconciler.plan import PlanError
 from sandbox.errors import StatusError, status
 from sandbox.schema import load_schemas
 from sandbox.server import Sandbox

@@ -19,6 +19,7 @@ from reconciler.estimator import EstimatorClient, request_for
 from reconciler.estimatorargs import EstimatorSettings
 from reconciler.loop import PassSummary, Reconciler
 from reconciler.metrics import ReconcilerMetrics
+from reconciler.settings import ReconcilerSettings
 from sandbox.karmada import KarmadaControllers
 from sandbox.karmada.estimator import MemberEstimators, for_controllers, max_available_replicas
 from tests.conftest import REPO
@@ -69,7 +70,9 @@ def rec(
     holder = PolicyHolder.for_paths([REPO / "policies"])
     assert holder.reload(), holder.status.errors
     client = EstimatorClient(EstimatorSettings(estimators.addresses, timeout=timeout))
-    reconciler = Reconciler(api_client, holder, clock=clock, request_timeout=10, estimator=client)
+    reconciler = Reconciler(
+        api_client, holder, ReconcilerSettings(request_timeout=10), clock=clock, estimator=client
+    )
     try:
         reconciler.start(loop=False)
         assert reconciler.wait_synced(15)

@@ -1,4 +1,4 @@
-"""Co-admission groups enforced by the reconciler (issue 21, item 3; reconciler/groupplan.py):
+"""Co-admission groups enforced by the reconciler (issue 21, item 3; engine/enforce/groupplan.py):
 a group stays placed at least ``min`` strong, or leaves whole.
 
 Pure tests of the record an admission writes and of ``groupplan.rollbacks``; then end to end
@@ -20,12 +20,13 @@ import kubernetes
 from engine import annotations as ann
 from engine.cycle.model import ClusterAssignment, Decision, GroupState
 from engine.cycle.reasons import Action, Reason
+from engine.enforce import groupplan
+from engine.enforce.plan import plan
 from engine.fleet.frozen import FrozenDict
 from engine.fleet.model import Snapshot
 from engine.policy.reload import PolicyHolder
-from reconciler import groupplan
 from reconciler.loop import Reconciler
-from reconciler.plan import plan
+from reconciler.settings import ReconcilerSettings
 from sandbox import errors
 from sandbox.karmada.names import DURATION_ANNOTATION
 from tests.conftest import REPO
@@ -171,7 +172,7 @@ def fresh(api_client: kubernetes.client.ApiClient, clock) -> Reconciler:
     """Another reconciler over the same API, as after a restart: nothing kept in memory."""
     holder = PolicyHolder.for_paths([REPO / "policies"])
     assert holder.reload(), holder.status.errors
-    started = Reconciler(api_client, holder, clock=clock, request_timeout=10)
+    started = Reconciler(api_client, holder, ReconcilerSettings(request_timeout=10), clock=clock)
     started.start(loop=False)
     assert started.wait_synced(15)
     return started

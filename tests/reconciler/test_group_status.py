@@ -14,8 +14,8 @@ import pytest
 from flask.testing import FlaskClient
 
 from engine import annotations as ann
-from engine.cli import main as fleetgate
-from reconciler import groupplan
+from engine.enforce import groupplan
+from fleetgate.cli import main as fleetgate
 from reconciler.api import create_app
 from tests.conftest import REPO
 from tests.reconciler import test_group_enforce as enforce

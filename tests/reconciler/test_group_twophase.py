@@ -1,4 +1,4 @@
-"""Two-phase binding of a co-admission group (issue 21; reconciler/groupphase.py): a plan on
+"""Two-phase binding of a co-admission group (issue 21; engine/enforce/groupphase.py): a plan on
 every member first, then the members bound; a plan half-applied is completed on its clusters
 or rolled back whole. Also: a ``spec.groups`` group seen short while a member backs off, and
 rollbacks counted as evictions.
@@ -22,13 +22,14 @@ import kubernetes
 from engine import annotations as ann
 from engine.cycle.model import ClusterAssignment, Decision
 from engine.cycle.reasons import Action, Reason
+from engine.enforce import groupphase, groupplan
+from engine.enforce.groupphase import MemberPlan, Unplan
+from engine.enforce.plan import plan
 from engine.fleet.frozen import FrozenDict
 from engine.policy.reload import PolicyHolder
-from reconciler import groupphase, groupplan
-from reconciler.groupphase import MemberPlan, Unplan
 from reconciler.loop import Reconciler
 from reconciler.metrics import ReconcilerMetrics
-from reconciler.plan import plan
+from reconciler.settings import ReconcilerSettings
 from sandbox.karmada.names import DURATION_ANNOTATION
 from tests.conftest import REPO
 from tests.reconciler import test_group_enforce as enforce
@@ -391,7 +392,7 @@ def submit_swept(custom, name: str) -> None:
 def swept_reconciler(api_client: kubernetes.client.ApiClient, clock, policies: Path) -> Reconciler:
     holder = PolicyHolder.for_paths([policies])
     assert holder.reload(), holder.status.errors
-    started = Reconciler(api_client, holder, clock=clock, request_timeout=10)
+    started = Reconciler(api_client, holder, ReconcilerSettings(request_timeout=10), clock=clock)
     started.start(loop=False)
     assert started.wait_synced(15)
     return started

@@ -17,6 +17,7 @@ from engine.policy.reload import PolicyHolder
 from reconciler.apply import NotLeader
 from reconciler.leader import LeaderElectionError, LeaderElector, LeaseConfig
 from reconciler.loop import Reconciler
+from reconciler.settings import ReconcilerSettings
 from sandbox.faults import Faults
 from sandbox.karmada import KarmadaControllers
 from sandbox.server import Sandbox
@@ -183,7 +184,13 @@ def gated(
     assert leader.try_acquire_or_renew()
     holder = PolicyHolder.for_paths([REPO / "policies"])
     assert holder.reload(), holder.status.errors
-    rec = Reconciler(api_client, holder, clock=clock, request_timeout=10, gate=leader.is_leader)
+    rec = Reconciler(
+        api_client,
+        holder,
+        ReconcilerSettings(request_timeout=10),
+        clock=clock,
+        gate=leader.is_leader,
+    )
     try:
         rec.start(loop=False)
         assert rec.wait_synced(15)
@@ -224,7 +231,13 @@ def test_a_follower_keeps_a_warm_cache_and_admits_as_soon_as_it_leads(
     follower = elector(api_client, "follower", follower_ticks)
     holder = PolicyHolder.for_paths([REPO / "policies"])
     assert holder.reload()
-    rec = Reconciler(api_client, holder, clock=clock, debounce=0.05, gate=follower.is_leader)
+    rec = Reconciler(
+        api_client,
+        holder,
+        ReconcilerSettings(debounce=0.05),
+        clock=clock,
+        gate=follower.is_leader,
+    )
     follower.on_started = rec.wake
     try:
         rec.start()

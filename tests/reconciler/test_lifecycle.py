@@ -1,4 +1,4 @@
-"""The lifecycle review (reconciler.lifecycle) and its write plans, exactly: no HTTP.
+"""The lifecycle review (engine.enforce.lifecycle) and its write plans, exactly: no HTTP.
 
 Bindings, clusters and templates are plain objects, read by the snapshot builder as the
 reconciler reads its caches; the requeue settings are a SchedulingPolicy's (startupTimeout 10m,
@@ -19,11 +19,11 @@ import yaml
 from engine import annotations as ann
 from engine.cycle.cycle import run_cycle
 from engine.cycle.reasons import Action, Reason
+from engine.enforce.lifecycle import Confirm, Reclaim, Review, Started, Trigger, review
+from engine.enforce.memberstatus import status_says_running
+from engine.enforce.plan import Plan, plan, plan_transition
 from engine.fleet.snapshot import build_snapshot
 from engine.policy.policyset import PolicySet, load_policy_set
-from reconciler.lifecycle import Confirm, Reclaim, Review, Started, Trigger, review
-from reconciler.memberstatus import status_says_running
-from reconciler.plan import Plan, plan, plan_transition
 
 NOW = dt.datetime(2026, 3, 10, 12, 0, tzinfo=dt.UTC)
 ADMITTED = NOW - dt.timedelta(minutes=3)

@@ -24,6 +24,7 @@ from engine.fleet.bindings import job_outcome
 from engine.members import Fleet, load_fleet
 from engine.policy.reload import PolicyHolder
 from reconciler.loop import Reconciler
+from reconciler.settings import ReconcilerSettings
 from sandbox.faults import Faults
 from sandbox.karmada import KarmadaControllers
 from sandbox.karmada.names import DURATION_ANNOTATION
@@ -120,7 +121,7 @@ def started_reconciler(
     """A Reconciler over policies/ on ``clock``, its informers synced, no pass thread."""
     holder = PolicyHolder.for_paths([REPO / "policies"])
     assert holder.reload(), holder.status.errors
-    rec = Reconciler(api_client, holder, clock=clock, request_timeout=10)
+    rec = Reconciler(api_client, holder, ReconcilerSettings(request_timeout=10), clock=clock)
     try:
         rec.start(loop=False)
         assert rec.wait_synced(15)
@@ -336,7 +337,7 @@ def test_the_thread_admits_on_events(
 ):
     holder = PolicyHolder.for_paths([REPO / "policies"])
     assert holder.reload()
-    rec = Reconciler(api_client, holder, clock=clock, debounce=0.05, resync=5.0)
+    rec = Reconciler(api_client, holder, ReconcilerSettings(debounce=0.05, resync=5.0), clock=clock)
     try:
         rec.start()
         assert rec.wait_synced(15)
@@ -358,7 +359,9 @@ def test_no_pass_runs_before_every_informer_has_listed(
     faults.delay_requests(2.0, method="GET", path="/priorityclasses$", count=1)  # one slow list
     holder = PolicyHolder.for_paths([REPO / "policies"])
     assert holder.reload(), holder.status.errors
-    rec = Reconciler(api_client, holder, clock=clock, request_timeout=10, debounce=0.05)
+    rec = Reconciler(
+        api_client, holder, ReconcilerSettings(request_timeout=10, debounce=0.05), clock=clock
+    )
     try:
         rec.start()
         time.sleep(1.0)

@@ -10,8 +10,8 @@ import pytest
 from engine import annotations as ann
 from engine.cycle.model import ClusterAssignment, Decision
 from engine.cycle.reasons import Action, Reason
-from reconciler.lifecycle import Reclaim, Trigger
-from reconciler.plan import (
+from engine.enforce.lifecycle import Reclaim, Trigger
+from engine.enforce.plan import (
     EventSpec,
     Mode,
     Plan,

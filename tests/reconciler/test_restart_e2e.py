@@ -15,6 +15,7 @@ from reconciler.informer import Key, key_of
 from reconciler.informers import Informers
 from reconciler.loop import Reconciler
 from reconciler.resources import RESOURCE_BINDINGS
+from reconciler.settings import ReconcilerSettings
 from sandbox.server import Sandbox
 from sandbox.store import Store
 from tests.conftest import REPO
@@ -37,7 +38,9 @@ def rec(api_client: kubernetes.client.ApiClient) -> Iterator[Reconciler]:
     holder = PolicyHolder.for_paths([REPO / "policies"])
     assert holder.reload(), holder.status.errors
     informers = Informers(api_client, seed=5, **FAST)
-    reconciler = Reconciler(api_client, holder, informers=informers, request_timeout=10)
+    reconciler = Reconciler(
+        api_client, holder, ReconcilerSettings(request_timeout=10), informers=informers
+    )
     reconciler.start(loop=False)
     try:
         assert reconciler.wait_synced(PATIENCE_S)

@@ -28,6 +28,7 @@ from engine.fleet.bindings import job_outcome
 from engine.fleet.detector import binding_name
 from engine.policy.reload import PolicyHolder
 from reconciler.loop import PassSummary, Reconciler
+from reconciler.settings import ReconcilerSettings
 from sandbox.karmada import KarmadaControllers
 from sandbox.karmada.names import DURATION_ANNOTATION, execution_namespace, work_name
 from sandbox.resources import plural_of
@@ -64,7 +65,7 @@ def reconciler_over(
             policies if isinstance(policies, PolicyHolder) else PolicyHolder.for_paths([policies])
         )
         assert holder.status.ready or holder.reload(), holder.status.errors
-        rec = Reconciler(api_client, holder, clock=clock, request_timeout=10)
+        rec = Reconciler(api_client, holder, ReconcilerSettings(request_timeout=10), clock=clock)
         started.append(rec)
         rec.start(loop=False)
         assert rec.wait_synced(15)

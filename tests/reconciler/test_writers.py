@@ -9,7 +9,7 @@ opens once several are in flight at once, which one-at-a-time writes never reach
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import kubernetes
@@ -19,6 +19,7 @@ from engine import annotations as ann
 from engine.policy.reload import PolicyHolder
 from reconciler.apply import Applier
 from reconciler.loop import Reconciler
+from reconciler.settings import ReconcilerSettings
 from reconciler.writers import WritePool, pool_size, widen_pool
 from sandbox.faults import Faults
 from sandbox.server import Sandbox
@@ -47,11 +48,15 @@ def bounded() -> Iterator[None]:
 
 
 def reconciler_with(
-    api_client: kubernetes.client.ApiClient, clock: Clock, **options: Any
+    api_client: kubernetes.client.ApiClient,
+    clock: Clock,
+    write_workers: int,
+    gate: Callable[[], bool] | None = None,
 ) -> Reconciler:
     holder = PolicyHolder.for_paths([REPO / "policies"])
     assert holder.reload(), holder.status.errors
-    rec = Reconciler(api_client, holder, clock=clock, request_timeout=10, **options)
+    settings = ReconcilerSettings(request_timeout=10, write_workers=write_workers)
+    rec = Reconciler(api_client, holder, settings, clock=clock, gate=gate)
     rec.start(loop=False)
     assert rec.wait_synced(15)
     return rec
