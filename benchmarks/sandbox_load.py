@@ -42,7 +42,7 @@ def start_sandbox(args: argparse.Namespace, kubeconfig: Path) -> subprocess.Pope
     command = [
         sys.executable,
         "-m",
-        "engine.cli",
+        "fleetgate",
         "sandbox",
         "--port",
         "0",

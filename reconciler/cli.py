@@ -192,7 +192,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m reconciler.cli ARGS``: ``fleetgate serve ARGS`` without engine.cli."""
+    """``python -m reconciler.cli ARGS``: ``fleetgate serve ARGS`` without fleetgate.cli."""
     import sys
 
     parser = argparse.ArgumentParser(prog="fleetgate")

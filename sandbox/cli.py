@@ -1,6 +1,6 @@
 """``fleetgate sandbox``: run the sandbox API server; ``fleetgate sandbox fault …``: inject faults.
 
-Registered by ``engine.cli`` (lazily: importing this module costs argparse only; the server is
+Registered by ``fleetgate.cli`` (lazily: importing this module costs argparse only; the server is
 imported when the command runs). Exit status: 0 after a clean stop (Ctrl-C or SIGTERM), 1 when
 the server cannot start or the fault is refused, 2 on usage errors.
 """

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from engine.cli import main
 from engine.policy.policyset import load_policy_set
 from engine.policy.source import policy_files
+from fleetgate.cli import main
 from tests.conftest import REPO, missing, queue_doc
 
 POLICIES = REPO / "policies"

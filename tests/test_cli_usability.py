@@ -10,7 +10,7 @@ from importlib.metadata import version
 
 import pytest
 
-from engine.cli import main
+from fleetgate.cli import main
 from tests.conftest import queue_doc
 
 

@@ -20,7 +20,7 @@ ARGS = ("--plain", "-o", "json", "--jobs", "24", "--speed", "180", "--timeout", 
 
 @pytest.fixture(scope="module")
 def summary() -> dict[str, Any]:
-    command = [sys.executable, "-m", "engine.cli", "demo", *ARGS]
+    command = [sys.executable, "-m", "fleetgate", "demo", *ARGS]
     done = subprocess.run(
         command, cwd=REPO, capture_output=True, text=True, timeout=DEMO_SECONDS, check=False
     )

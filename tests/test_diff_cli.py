@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from engine.cli import build_parser, main
+from fleetgate.cli import build_parser, main
 from tests.conftest import REPO, require_tool
 from tests.test_diff import INFERENCE_OFF_GPU_WEST, STRICT_TO_BEST_EFFORT, TRAINING_WEIGHT, edited
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.cli import main
 from engine.errors import PolicyIssue
 from engine.fleet.model import IssueCode, SnapshotIssue
+from fleetgate.cli import main
 from tests.conftest import REPO
 
 FIXTURES = REPO / "tests" / "fixtures" / "workloads"

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from engine.cli import main
+from fleetgate.cli import main
 from tests.conftest import REPO
 
 FIXTURES = REPO / "tests" / "fixtures" / "workloads"

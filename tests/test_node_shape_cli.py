@@ -13,9 +13,9 @@ import yaml
 
 from engine import annotations as ann
 from engine import dryrun
-from engine.cli import main
 from engine.cycle.model import CycleResult, Decision
 from engine.cycle.reasons import Action, Reason
+from fleetgate.cli import main
 from tests.conftest import REPO
 
 EXAMPLE = REPO / "examples" / "node-shape"

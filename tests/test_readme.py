@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from engine.cli import main
+from fleetgate.cli import main
 from tests.conftest import REPO
 
 REPLAYED = ("validate", "inspect", "dry-run", "diff")

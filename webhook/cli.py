@@ -1,4 +1,4 @@
-"""``fleetgate webhook``: serve the admission webhook. Registered by ``engine.cli``.
+"""``fleetgate webhook``: serve the admission webhook. Registered by ``fleetgate.cli``.
 
 Importing this module is cheap (argparse only): the server, Flask and the policy engine are
 imported when the command runs, so registering it slows no other subcommand.
@@ -303,7 +303,7 @@ _INSECURE = (
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m webhook ARGS``: ``fleetgate webhook ARGS``, usable without engine.cli."""
+    """``python -m webhook ARGS``: ``fleetgate webhook ARGS``, usable without fleetgate.cli."""
     parser = argparse.ArgumentParser(prog="fleetgate")
     add_parser(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(["webhook", *(sys.argv[1:] if argv is None else argv)])

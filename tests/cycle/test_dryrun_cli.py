@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.cli import main
+from fleetgate.cli import main
 from tests.conftest import REPO
 
 ARGS = [

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from engine.cli import main
+from fleetgate.cli import main
 from tests.conftest import REPO
 
 SNAPSHOT = REPO / "examples" / "fleet-snapshot.yaml"

@@ -21,12 +21,12 @@ import pytest
 import yaml
 from flask import Flask
 
-from engine.cli import main
 from engine.policy import cel, celcost
 from engine.policy.celcheck import BOOL
 from engine.policy.celcost import CelLimits
 from engine.policy.policyset import load_policy_set
 from engine.policy.reload import PolicyHolder
+from fleetgate.cli import main
 from tests.conftest import REPO
 from tests.webhook.helpers import review
 
@@ -183,7 +183,7 @@ TASKS = 600  # 360,000 inner iterations: about 15 s without a budget
 def dry_run_json(policies: Path, snapshot: Path) -> dict[str, Any]:
     argv = ["dry-run", "--policies", str(policies), "--snapshot", str(snapshot)]
     argv += ["--now", "2025-03-10T10:00:00Z", "-o", "json"]
-    code = f"import sys; from engine.cli import main; sys.exit(main({argv!r}))"
+    code = f"import sys; from fleetgate.cli import main; sys.exit(main({argv!r}))"
     try:
         done = subprocess.run(
             [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60

@@ -18,9 +18,9 @@ from fractions import Fraction
 import pytest
 import yaml
 
-from engine.cli import main
 from engine.errors import QuantityError
 from engine.quantity import MAX_QUANTITY, parse_quantity
+from fleetgate.cli import main
 from tests.conftest import REPO, queue_doc
 from tests.webhook.helpers import admitted_binding, example, review
 

@@ -9,10 +9,10 @@ import pytest
 import yaml
 
 from engine import dryrun
-from engine.cli import main
 from engine.cycle.cycle import run_cycle
 from engine.fleet.files import read_objects
 from engine.fleet.snapshot import build_snapshot
+from fleetgate.cli import main
 from tests.cycle import builders
 from tests.cycle.test_scenarios import decision_for, load_policies
 from tests.fleet.builders import as_list, cluster, custom_job, small_fleet

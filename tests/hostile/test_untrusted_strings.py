@@ -20,10 +20,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from engine import untrusted
-from engine.cli import main
 from engine.cycle.explain import NOTE_LIMIT, pending_note
 from engine.cycle.model import Decision
 from engine.cycle.reasons import Action, Reason
+from fleetgate.cli import main
 from tests.conftest import REPO
 
 SNAPSHOT = REPO / "examples" / "fleet-snapshot.yaml"

@@ -40,7 +40,7 @@ def _limit_memory() -> None:
 
 def fleetgate(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "engine.cli", *args],
+        [sys.executable, "-m", "fleetgate", *args],
         capture_output=True,
         text=True,
         timeout=TIMEOUT_S,

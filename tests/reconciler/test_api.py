@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from flask.testing import FlaskClient
 
-from engine.cli import main as fleetgate
+from fleetgate.cli import main as fleetgate
 from reconciler.api import create_app
 from reconciler.loop import Reconciler
 from reconciler.metrics import ReconcilerMetrics

@@ -15,7 +15,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from engine import annotations as ann
-from engine.cli import main as fleetgate
+from fleetgate.cli import main as fleetgate
 from reconciler.apply import Outcome
 from reconciler.metrics import ReconcilerMetrics
 from tests.reconciler.snapshot_world import (

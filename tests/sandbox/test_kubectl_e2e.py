@@ -116,7 +116,7 @@ def test_a_broken_fleet_file_is_reported_and_nothing_starts(tmp_path: Path):
     broken = tmp_path / "fleet.yaml"
     broken.write_text("clusters:\n- name: Not_A_DNS_Label\n  nodes: []\n")
     done = subprocess.run(
-        [sys.executable, "-m", "engine.cli", "sandbox", "--port", "0", "--fleet", str(broken)],
+        [sys.executable, "-m", "fleetgate", "sandbox", "--port", "0", "--fleet", str(broken)],
         cwd=tmp_path,
         capture_output=True,
         text=True,

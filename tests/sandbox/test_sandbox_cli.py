@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from engine.cli import build_parser
+from fleetgate.cli import build_parser
 from tests.conftest import REPO, require_tool
 
 PATIENCE_S = 15.0
-FLEETGATE = [sys.executable, "-m", "engine.cli"]
+FLEETGATE = [sys.executable, "-m", "fleetgate"]
 
 
 def start(kubeconfig: Path, *options: str) -> tuple[subprocess.Popen, list[str]]:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.cli import main
+from fleetgate.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.cli import main
+from fleetgate.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
 DOCS = ("docs/simulator.md", "docs/simulator-report.md")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.cli import main
+from fleetgate.cli import main
 from simulate import generate
 from simulate.results import GPU
 from simulate.trace import read_trace

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from engine.cli import main
 from engine.workloads.names import qualified_kind, qualified_name
+from fleetgate.cli import main
 from tests.conftest import REPO
 
 

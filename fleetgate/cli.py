@@ -9,7 +9,7 @@ import functools
 import json
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
@@ -17,6 +17,7 @@ from typing import Any
 from engine import argtypes
 from engine.errors import PolicyLoadError
 from engine.policy.policyset import PolicySet, load_policy_set
+from fleetgate.snapshotfiles import read_fleet_objects
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
 
@@ -186,7 +187,7 @@ def build_parser() -> argparse.ArgumentParser:
     from webhook.cli import add_parser as add_webhook_parser  # argparse only; serving is lazy
 
     add_webhook_parser(commands)
-    for command in _plugins():  # `fleetgate sandbox`: engine/ never imports the sandbox
+    for command in _plugins():  # `fleetgate sandbox`: this package never imports the sandbox
         command.load()(commands)
     return parser
 
@@ -207,7 +208,7 @@ def _version() -> str:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from engine.validatecli import run
+    from fleetgate.validatecli import run
 
     if not args.paths and args.fleet is None:
         args.command_parser.error("give a PATH, --fleet FILE, or both")  # exits 2
@@ -237,27 +238,6 @@ def _inspect(args: argparse.Namespace) -> int:
     else:
         print(table(result))
     return EXIT_INVALID if result.errors else EXIT_OK
-
-
-def read_fleet_objects(paths: Sequence[Path]) -> list[tuple[str, Mapping[str, Any]]] | None:
-    """The snapshot's documents (refused ones warned of, left out); None, the errors printed,
-    when any cannot be read: a cycle on part of the fleet would miss capacity and jobs."""
-    from engine.fleet.files import read_objects
-    from engine.fleet.model import IssueCode
-
-    objects, problems = read_objects(paths)
-    for refused in (p for p in problems if p.code is IssueCode.REFUSED):
-        print(f"warning: {refused}; that document is left out", file=sys.stderr)
-    problems = [p for p in problems if p.code is not IssueCode.REFUSED]
-    if problems:
-        for problem in problems:
-            print(problem, file=sys.stderr)
-        print(
-            f"{len(problems)} error(s): the snapshot cannot be read; no cycle was run",
-            file=sys.stderr,
-        )
-        return None
-    return objects
 
 
 def _dry_run(args: argparse.Namespace) -> int:
@@ -341,7 +321,7 @@ def _submit_jobs(
 
 
 def _diff(args: argparse.Namespace) -> int:
-    from engine.diffcli import run
+    from fleetgate.diffcli import run
 
     return run(args)
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from engine.errors import FleetgateError, PolicyLoadError
 from engine.policy.policyset import PolicySet, load_policy_set
+from fleetgate.snapshotfiles import read_fleet_objects
 
 EXIT_SAME, EXIT_DIFFERENT, EXIT_ERROR = 0, 1, 2
 SIDES = ("base", "head")
@@ -127,7 +128,6 @@ def _git_bytes(*argv: str) -> bytes:
 
 def _read_snapshot(paths: Sequence[Path]):  # -> Snapshot | None
     """The snapshot, its warnings printed; None (the errors printed) when it cannot be read."""
-    from engine.cli import read_fleet_objects
     from engine.fleet.snapshot import build_snapshot
     from engine.fleet.submit import unbound_templates
 
