@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv
-import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -132,12 +131,10 @@ class LiveJob:
     started_at: float | None = None  # every part of the last admission running (None: not yet)
     admissions: int = 0
     finished_at: float | None = None
-    attempts: int = 0
     failures: int = 0
     preemptions: int = 0
     preempted_gpu_s: float = 0.0  # GPU-seconds lost to preemptions
     held_s: float = 0.0  # seconds earlier admissions ran (before a requeue): not waiting
-    exclusions: dict[str, dt.datetime] = field(default_factory=dict)
     dependents: int = 0  # trace jobs that name it in ``after`` and have not ended
     last_cluster: str | None = None
     in_snapshot: bool = False
@@ -156,6 +153,11 @@ class LiveJob:
     def nominated(self) -> str:
         """The cluster a preemption it made nominated it to (``""``: none)."""
         return self.binding.annotations.get(ann.NOMINATED_CLUSTER, "")
+
+    def running_on(self, cluster: str) -> bool:
+        """Whether its part on ``cluster`` started (what the member's status would say)."""
+        part = self.parts.get(cluster)
+        return part is not None and part.started_at is not None
 
     def started(self) -> float | None:
         """When every part of its last admission ran; None while it waits again after a

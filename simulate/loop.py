@@ -37,8 +37,14 @@ import random
 import time
 from collections.abc import Callable
 
-from engine import requeue
 from engine.cycle import Action, CycleResult, Decision, JobCache, Reason, run_cycle
+from engine.enforce import (
+    Found,
+    failed_on_member,
+    not_ready_past_grace,
+    reclaim,
+    startup_overdue,
+)
 from engine.fleet.frozen import FrozenDict
 from engine.fleet.model import ClusterView, Snapshot
 from engine.gcpause import collector_paused
@@ -290,19 +296,20 @@ class Simulation:
                 job.reason = decision.reason
                 where = decision.clusters[0].name if decision.clusters else ""
                 if decision.reason == Reason.PREEMPTING and where and where != job.nominated:
-                    job.binding = objects.nominated(job.binding, where)
+                    job.binding = objects.nominated(job.binding, decision, result.policy_version)
             if decision.action == Action.ADMIT and job.state == "pending":
-                self._admit(job, decision, t, now)
+                self._admit(job, decision, t, now, result.policy_version)
             elif decision.action == Action.PREEMPT and job.state == "admitted":
                 self.preemptions += 1
                 job.preemptions += 1
-                message = f"Preempted: {decision.message}"
                 job.preempted_gpu_s += self._evict(job, t)  # the report's loss by preemption
-                job.binding = objects.requeued(job.binding, now, message, preempted=True)
+                job.binding = objects.preempted(job.binding, decision, now, result.policy_version)
                 self._requeue(job)
 
-    def _admit(self, job: LiveJob, decision: Decision, t: float, now: dt.datetime) -> None:
-        job.binding = objects.admitted(job.binding, decision.clusters, job.work.resizable, now)
+    def _admit(
+        self, job: LiveJob, decision: Decision, t: float, now: dt.datetime, version: str
+    ) -> None:
+        job.binding = objects.admitted(job.binding, decision, job.work.resizable, now, version)
         job.state = "admitted"
         job.admitted_at = t
         job.started_at = None
@@ -360,26 +367,25 @@ class Simulation:
         job.state = "pending"
         self._waiting(job, True)
 
-    def fail(self, job: LiveJob, clusters: list[str], t: float, why: str) -> None:
+    def fail(self, job: LiveJob, found: Found, t: float) -> None:
+        """Reclaim ``job`` as the reconciler's lifecycle does for the trigger ``found``
+        (``engine.enforce.reclaim``: requeued after a backoff, or given up)."""
         now = objects.at(t)
+        trigger, clusters, message = found
         self.failures += 1
         job.failures += 1
         self._evict(job, t)
-        out = requeue.after_failure(self.rules, job.attempts, job.exclusions, clusters, now)
-        job.attempts, job.exclusions = out.attempts, out.exclusions
-        if out.give_up:
-            message = f"GaveUp: {why}; {out.attempts} attempt(s)"
-            job.binding = objects.gave_up(job.binding, clusters[0], message)
+        change = reclaim(job.binding, trigger, clusters, message, self.rules, now)
+        job.binding = objects.reclaimed(job.binding, change, now, self.policies.version)
+        if change.gave_up:
             job.finished_at = t
             self._end(job, "gave_up")
             return
-        job.binding = objects.requeued(
-            job.binding, now, f"Requeued: {why}", backoff_until=out.backoff_until,
-            attempts=out.attempts, exclusions=out.exclusions,
-        )  # fmt: skip
         self._requeue(job)
-        for until in {out.backoff_until, *out.exclusions.values()}:  # a cycle when each ends
+        for _, until in change.excluded:  # a cycle when the backoff and each exclusion end
             self.timer((until - objects.EPOCH).total_seconds(), "wake", None)
+        if change.backoff_until is not None:
+            self.timer((change.backoff_until - objects.EPOCH).total_seconds(), "wake", None)
 
     def _end(self, job: LiveJob, state: str) -> None:
         job.state = state
@@ -418,20 +424,24 @@ class Simulation:
             self.want_cycle = True
         elif kind == "startup":
             job, admission = payload  # type: ignore[misc]
-            late = [p.cluster for p in job.parts.values() if p.started_at is None]
-            if job.state == "admitted" and job.admissions == admission and late:
-                why = f"not running {self.rules.startup_timeout:g}s after admission"
-                self.fail(job, late, t, why)
+            if job.state == "admitted" and job.admissions == admission:
+                now = objects.at(t)
+                found = startup_overdue(job.binding, self.rules, now, job.running_on)
+                if found is not None:
+                    self.fail(job, found, t)
         elif kind == "fail":
             job, key = payload  # type: ignore[misc]
             part = next((p for p in job.parts.values() if p.key == key), None)
             if job.state == "admitted" and part is not None and not part.done:
-                self.fail(job, [part.cluster], t, f"job failed on {part.cluster}")
+                self._failed_on(job, [part.cluster], "", t)
         elif kind == "grace":
             name, down = payload  # type: ignore[misc]
             if self.down.get(name) == down and not self.members[name].ready:
+                view = {name: self.readers[name].view(self.unstarted[name] > 0)}
                 for job in [j for j in self.admitted.values() if name in j.parts]:
-                    self.fail(job, [name], t, f"cluster {name} NotReady past the grace")
+                    found = not_ready_past_grace(job.binding, view, self.rules, objects.at(t))
+                    if found is not None:
+                        self.fail(job, found, t)
         elif kind == "fault":
             self._fault(payload, t)  # type: ignore[arg-type]
 
@@ -451,4 +461,12 @@ class Simulation:
         job = self.by_trace_name.get(fault.target)
         if job is not None and job.state == "admitted" and job.parts:
             clusters = sorted(p.cluster for p in job.parts.values() if not p.done)
-            self.fail(job, clusters, t, fault.message or "job failed (fault script)")
+            self._failed_on(job, clusters, fault.message or "job failed (fault script)", t)
+
+    def _failed_on(self, job: LiveJob, clusters: list[str], detail: str, t: float) -> None:
+        """The job failed on ``clusters`` (its members report it): ``FailedOnMember``."""
+        for name in clusters:
+            job.binding = objects.finished(job.binding, name, failed=True)
+        found = failed_on_member(job.binding, lambda _: detail)
+        if found is not None:
+            self.fail(job, found, t)

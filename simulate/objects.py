@@ -2,18 +2,22 @@
 ResourceBindings (``BindingView``), PriorityClasses and Clusters, built directly as the frozen
 views ``engine.fleet.snapshot`` would read from Karmada's objects (no dicts, no YAML).
 
-Each write the reconciler would make (``engine/enforce/plan.py``: admit, preempt; the requeue of a
-failed job) is a function here that returns the binding as it would read back afterwards.
+Each write the reconciler would make is planned by the reconciler's own rules
+(``engine.enforce``: ``plan``, ``plan_transition``) and applied here: each function returns
+the binding as it would read back afterwards. The simulator writes no Pending reason but a
+preemptor's (the cycle reads only its nominated cluster).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from engine import annotations as ann
-from engine.cycle import ClusterAssignment
+from engine.cycle import Decision
+from engine.enforce import Mode, Plan, Reclaim, Started, plan, plan_transition
 from engine.fleet.clusters import read_cluster
 from engine.fleet.frozen import FrozenDict
 from engine.fleet.model import (
@@ -36,13 +40,14 @@ QUEUE_LABEL = "fleetgate.io/queue"
 STAGE_LABEL = "fleetgate.io/stage"
 _EMPTY: FrozenDict[str, object] = FrozenDict()
 _MANAGED = FrozenDict({ann.MANAGED: "true"})
-_DROPPED_ON_ADMIT = (
-    ann.PENDING,
-    ann.QUEUE_POSITION,
-    ann.READMIT,
-    ann.NOMINATED_CLUSTER,
-    ann.RUNNING_SINCE,
-)
+SCHEDULED = "Scheduled"
+# Karmada removed the Works of a binding taken off its clusters: nothing applied or finished
+_OFF_CLUSTERS: dict[str, Any] = {
+    "applied": _EMPTY,
+    "health": _EMPTY,
+    "finished": frozenset(),
+    "failed": frozenset(),
+}
 
 
 def at(seconds: float) -> dt.datetime:
@@ -118,39 +123,85 @@ def pending_binding(job: TraceJob, work: Workload) -> BindingView:
     )
 
 
+def as_object(binding: BindingView) -> dict[str, Any]:
+    """The binding as the write plans read one (``engine.enforce.plan``): its annotations,
+    labels, clusters, suspension, resource and conditions."""
+    return {
+        "kind": binding.kind,
+        "metadata": {
+            "name": binding.name,
+            "namespace": binding.namespace,
+            "annotations": dict(binding.annotations),
+            "labels": dict(binding.labels),
+            "resourceVersion": "",
+            "generation": binding.generation,
+        },
+        "spec": {
+            "clusters": [{"name": n, "replicas": r} for n, r in binding.clusters],
+            "suspension": {"scheduling": binding.suspended_scheduling},
+            "resource": {
+                "apiVersion": binding.resource.api_version,
+                "kind": binding.resource.kind,
+            },
+        },
+        "status": {"conditions": [{"type": k, "status": v} for k, v in binding.conditions.items()]},
+    }
+
+
+def written(binding: BindingView, writes: Plan, now: dt.datetime, **karmada: Any) -> BindingView:
+    """``binding`` as it reads back after ``writes``: the merge patch (annotations, clusters,
+    suspension), then the ``Scheduled`` condition; ``karmada``: the fields Karmada's
+    controllers then set (one copy of the view for all)."""
+    if writes.patch is None:
+        return dataclasses.replace(binding, **karmada) if karmada else binding
+    notes = dict(binding.annotations)
+    for key, value in ((writes.patch.get("metadata") or {}).get("annotations") or {}).items():
+        if value is None:
+            notes.pop(key, None)
+        else:
+            notes[key] = value
+    changes: dict[str, Any] = {"annotations": FrozenDict(notes)}
+    spec = writes.patch.get("spec") or {}
+    if "clusters" in spec:
+        targets = spec["clusters"] or ()
+        changes["clusters"] = tuple((c["name"], int(c.get("replicas", 0))) for c in targets)
+    if "suspension" in spec:
+        changes["suspended_scheduling"] = bool(spec["suspension"].get("scheduling"))
+    if writes.status is not None:
+        changes["conditions"] = FrozenDict({**binding.conditions, SCHEDULED: writes.status.status})
+        if writes.status.scheduled:
+            changes["scheduler_observed_generation"] = binding.generation
+            changes["scheduled_at"] = now
+        else:
+            changes["scheduled_at"] = None
+    return dataclasses.replace(binding, **changes, **karmada)
+
+
 def admitted(
-    binding: BindingView,
-    clusters: Sequence[ClusterAssignment],
-    resizable: bool,
-    now: dt.datetime,
+    binding: BindingView, decision: Decision, resizable: bool, now: dt.datetime, version: str
 ) -> BindingView:
-    """``plan._admit`` in bind mode, then the status as Karmada reports it once the member
-    accepted the Work (applied, healthy): the simulator submits it to the member at once."""
-    names = [c.name for c in clusters]
-    split = len(clusters) > 1 or resizable
-    notes = {k: v for k, v in binding.annotations.items() if k not in _DROPPED_ON_ADMIT}
-    notes[ann.ADMITTED_AT] = ann.format_time(now)
-    notes[ann.ADMITTED_TO] = ",".join(names)
-    return dataclasses.replace(
+    """The Admit written in bind mode (``engine.enforce.plan``), then the status as Karmada
+    reports it once the member accepted the Work (applied, healthy): the simulator submits it
+    to the member at once."""
+    writes = plan(decision, as_object(binding), Mode.BIND, now, version, resizable)
+    names = [c.name for c in decision.clusters]
+    return written(
         binding,
-        clusters=tuple((c.name, c.replicas if split else 0) for c in clusters),
-        annotations=FrozenDict(notes),
+        writes,
+        now,
         applied=FrozenDict(dict.fromkeys(names, True)),
         health=FrozenDict(dict.fromkeys(names, "Healthy")),
         finished=frozenset(),
         failed=frozenset(),
-        conditions=FrozenDict({"Scheduled": "True"}),
-        scheduler_observed_generation=binding.generation,
-        scheduled_at=now,
     )
 
 
 def running(binding: BindingView, now: dt.datetime) -> BindingView:
-    """The job runs on all its clusters: ``fleetgate.io/running-since``, as the reconciler's
-    lifecycle records it (``engine.enforce.lifecycle.Started``)."""
-    notes = dict(binding.annotations)
-    notes[ann.RUNNING_SINCE] = ann.format_time(now)
-    return dataclasses.replace(binding, annotations=FrozenDict(notes))
+    """The job runs on all its clusters: the lifecycle's ``Started`` written
+    (``fleetgate.io/running-since``)."""
+    ref = f"{binding.namespace}/{binding.name}"
+    started = Started(ref, now, tuple(n for n, _ in binding.clusters))
+    return written(binding, plan_transition(started, as_object(binding), Mode.BIND, now), now)
 
 
 def finished(binding: BindingView, cluster: str, failed: bool) -> BindingView:
@@ -162,73 +213,28 @@ def finished(binding: BindingView, cluster: str, failed: bool) -> BindingView:
     )
 
 
-def requeued(
-    binding: BindingView,
-    now: dt.datetime,
-    reason: str,
-    *,
-    backoff_until: dt.datetime | None = None,
-    attempts: int | None = None,
-    exclusions: Mapping[str, dt.datetime] | None = None,
-    preempted: bool = False,
+def preempted(
+    binding: BindingView, decision: Decision, now: dt.datetime, version: str
 ) -> BindingView:
-    """Back in its queue from ``now``: ``plan._preempt`` (no backoff, attempts unchanged, one
-    more preemption), or a requeue after a failure (backoff, one more attempt, the failed
-    clusters excluded)."""
-    notes = {
-        k: v
-        for k, v in binding.annotations.items()
-        if k
-        not in (
-            ann.ADMITTED_AT,
-            ann.ADMITTED_TO,
-            ann.QUEUE_POSITION,
-            ann.RUNNING_SINCE,
-            ann.NOMINATED_CLUSTER,
-        )
-    }
-    notes[ann.QUEUED_AT] = ann.format_time(now)
-    notes[ann.PENDING] = reason
-    if backoff_until is not None:
-        notes[ann.BACKOFF_UNTIL] = ann.format_time(backoff_until)
-    if attempts is not None:
-        notes[ann.ATTEMPTS] = str(attempts)
-    if preempted:
-        notes[ann.PREEMPTIONS] = str(preemption_count(binding.annotations) + 1)
-    if exclusions:
-        notes[ann.EXCLUDED_CLUSTERS] = ",".join(
-            f"{name}={ann.format_time(until)}" for name, until in sorted(exclusions.items())
-        )
-    return dataclasses.replace(
-        binding,
-        clusters=(),
-        annotations=FrozenDict(notes),
-        applied=_EMPTY,
-        health=_EMPTY,
-        finished=frozenset(),
-        failed=frozenset(),
-        conditions=FrozenDict({"Scheduled": "False"}),
-        scheduled_at=None,
-    )
+    """The Preempt written (back in its queue from ``now``, one more preemption, no attempt
+    counted), then its Works removed."""
+    writes = plan(decision, as_object(binding), Mode.BIND, now, version)
+    return written(binding, writes, now, **_OFF_CLUSTERS)
 
 
-def nominated(binding: BindingView, cluster: str) -> BindingView:
-    """A preemptor's binding as ``plan._pending`` writes it: the cluster its victims free."""
-    notes = {**binding.annotations, ann.NOMINATED_CLUSTER: cluster}
-    return dataclasses.replace(binding, annotations=FrozenDict(notes))
+def reclaimed(binding: BindingView, change: Reclaim, now: dt.datetime, version: str) -> BindingView:
+    """The lifecycle's requeue (backoff, one more attempt, the failing clusters excluded) or
+    give-up written, then its Works removed."""
+    writes = plan_transition(change, as_object(binding), Mode.BIND, now, version)
+    return written(binding, writes, now, **_OFF_CLUSTERS)
 
 
-def gave_up(binding: BindingView, cluster: str, message: str) -> BindingView:
-    """Given up after its last attempt: it stays Failed where it last ran, so dependencies on
-    it read Failed."""
-    notes = dict(binding.annotations)
-    notes[ann.PENDING] = message
-    return dataclasses.replace(
-        binding,
-        clusters=((cluster, 0),),
-        annotations=FrozenDict(notes),
-        finished=frozenset({cluster}),
-        failed=frozenset({cluster}),
+def nominated(binding: BindingView, decision: Decision, version: str) -> BindingView:
+    """A preemptor's Pending decision written: the cluster its victims free
+    (``fleetgate.io/nominated-cluster``) and its reason."""
+    at_once = EPOCH  # a Pending write uses no time
+    return written(
+        binding, plan(decision, as_object(binding), Mode.BIND, at_once, version), at_once
     )
 
 
@@ -272,9 +278,3 @@ class ClusterReader:
             allocatable_modelings=member.allocatable_modelings(self.ordered),
         )
         return self.last
-
-
-def preemption_count(annotations: Mapping[str, str]) -> int:
-    """``fleetgate.io/preemptions`` (0 when absent or unreadable)."""
-    raw = annotations.get(ann.PREEMPTIONS, "")
-    return int(raw) if raw.isdigit() else 0

@@ -3,7 +3,9 @@ Nothing here does I/O: the reconciler (``reconciler.loop``, ``reconciler.apply``
 
 - :func:`plan_pass` → :class:`PassPlan`: a pass's writes in order (``passplan``);
 - the lifecycle of admitted jobs (``lifecycle``): :class:`Started`, :class:`Reclaim` (its
-  :class:`Trigger`), :class:`Confirm`;
+  :class:`Trigger`; :func:`reclaim` computes one), :class:`Confirm`; the triggers a simulator
+  observes itself: :func:`failed_on_member`, :func:`not_ready_past_grace`,
+  :func:`startup_overdue`;
 - groups kept whole (``groupplan``, ``groupphase``): :class:`GroupRollback`,
   :class:`MemberPlan` (phase 1 of a group's binding), :class:`Unplan`;
 - the merge patches and Event of each (``plan``): :func:`plan`, :func:`plan_transition`,
@@ -15,7 +17,17 @@ Nothing here does I/O: the reconciler (``reconciler.loop``, ``reconciler.apply``
 
 from engine.enforce.groupphase import PLANNED, MemberPlan, Unplan
 from engine.enforce.groupplan import PLAN_CLEARED, ROLLED_BACK, GroupRollback, plan_rollback
-from engine.enforce.lifecycle import Confirm, Reclaim, Started, Trigger
+from engine.enforce.lifecycle import (
+    Confirm,
+    Found,
+    Reclaim,
+    Started,
+    Trigger,
+    failed_on_member,
+    not_ready_past_grace,
+    reclaim,
+    startup_overdue,
+)
 from engine.enforce.passplan import PassPlan, plan_pass
 from engine.enforce.plan import (
     EventSpec,
@@ -34,6 +46,7 @@ __all__ = [
     "ROLLED_BACK",
     "Confirm",
     "EventSpec",
+    "Found",
     "GroupRollback",
     "MemberPlan",
     "Mode",
@@ -45,9 +58,13 @@ __all__ = [
     "StatusUpdate",
     "Trigger",
     "Unplan",
+    "failed_on_member",
+    "not_ready_past_grace",
     "plan",
     "plan_pass",
     "plan_rollback",
     "plan_transition",
+    "reclaim",
+    "startup_overdue",
     "status_patch",
 ]

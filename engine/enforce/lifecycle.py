@@ -41,7 +41,11 @@ cycle. A preemption is not a failure (``engine.enforce.plan`` evicts victims wit
 
 ``Review.due`` is the next moment at which time alone changes what a pass decides (a backoff
 or an exclusion ends, a startup timeout or a NotReady grace runs out): the loop wakes then.
-docs/scheduling-cycle.md ("Failure and requeue") states the rules for users.
+docs/scheduling-cycle.md ("Failure and requeue") states the rules for users. The triggers the
+simulator observes itself (``failed_on_member``, ``not_ready_past_grace``, ``startup_overdue``)
+and ``reclaim`` are public: it applies the same rules to what its members report.
+
+A little past 400 lines: one module for the lifecycle's rules, each one function.
 """
 
 from __future__ import annotations
@@ -247,23 +251,21 @@ def reclaim(
     )
 
 
+Found = tuple[Trigger, tuple[str, ...], str]
+"""A reclaim's trigger, the clusters it names, and its message."""
+
+
 def _trigger(
     binding: BindingView,
     clusters: Mapping[str, ClusterView],
     requeue: Requeue,
     now: dt.datetime,
     statuses: _Statuses,
-) -> tuple[Trigger, tuple[str, ...], str] | None:
-    placed = tuple(name for name, _ in binding.clusters)
-    failed = tuple(c for c in placed if c in binding.failed)
-    if failed:
-        details = [d for c in failed if (d := failure_detail(statuses.get(c)))]
-        where = ", ".join(failed)
-        return (
-            Trigger.FAILED_ON_MEMBER,
-            failed,
-            f"the job failed on {where}" + (f": {details[0][:DETAIL_LIMIT]}" if details else ""),
-        )
+) -> Found | None:
+    """The first reclaim that holds, in the order the module docstring lists them."""
+    found = failed_on_member(binding, lambda c: failure_detail(statuses.get(c)))
+    if found is not None:
+        return found
     live = _unfinished(binding)
     if not live:
         return None  # finished everywhere: the cycle releases what it held
@@ -275,29 +277,66 @@ def _trigger(
     )
     if sick:
         return Trigger.UNHEALTHY, sick, f"Karmada reports the job Unhealthy on {', '.join(sick)}"
+    found = not_ready_past_grace(binding, clusters, requeue, now)
+    if found is not None:
+        return found
+    return startup_overdue(binding, requeue, now, lambda c: running_on(binding, c, statuses.get(c)))
+
+
+def failed_on_member(binding: BindingView, detail: Callable[[str], str]) -> Found | None:
+    """``FailedOnMember``: a cluster it was placed on reports it failed; ``detail(cluster)``
+    is the member's own words about it ("" when it has none)."""
+    placed = tuple(name for name, _ in binding.clusters)
+    failed = tuple(c for c in placed if c in binding.failed)
+    if not failed:
+        return None
+    details = [d for c in failed if (d := detail(c))]
+    where = ", ".join(failed)
+    return (
+        Trigger.FAILED_ON_MEMBER,
+        failed,
+        f"the job failed on {where}" + (f": {details[0][:DETAIL_LIMIT]}" if details else ""),
+    )
+
+
+def not_ready_past_grace(
+    binding: BindingView, clusters: Mapping[str, ClusterView], requeue: Requeue, now: dt.datetime
+) -> Found | None:
+    """``ClusterNotReady``: a cluster it runs on (and has not finished on) has been other than
+    Ready for ``clusterNotReadyGrace`` or longer; a cluster missing from ``clusters``, or
+    without a transition time, is not acted on."""
     grace = dt.timedelta(seconds=requeue.cluster_not_ready_grace)
     down: list[str] = []
     since: dt.datetime | None = None
-    for name in live:
+    for name in _unfinished(binding):
         cluster = clusters.get(name)
         changed = cluster.ready_changed_at if cluster is not None else None
         if cluster is not None and not cluster.ready and changed and now - changed >= grace:
             down.append(name)
             since = changed if since is None else min(since, changed)
-    if down and since is not None:
-        return (
-            Trigger.CLUSTER_NOT_READY,
-            tuple(down),
-            f"cluster {', '.join(down)} not Ready since {ann.format_time(since)} "
-            f"(clusterNotReadyGrace {_duration(grace)})",
-        )
+    if not down or since is None:
+        return None
+    return (
+        Trigger.CLUSTER_NOT_READY,
+        tuple(down),
+        f"cluster {', '.join(down)} not Ready since {ann.format_time(since)} "
+        f"(clusterNotReadyGrace {_duration(grace)})",
+    )
+
+
+def startup_overdue(
+    binding: BindingView, requeue: Requeue, now: dt.datetime, running: Callable[[str], bool]
+) -> Found | None:
+    """``StartupTimeout``: it never ran (no ``running-since``) and, ``startupTimeout`` after its
+    admission (``admitted-at``, else its ``Scheduled`` time), ``running(cluster)`` is False for
+    a cluster it has not finished on."""
     if ann.RUNNING_SINCE in binding.annotations:
         return None
     admitted = ann.parse_time(binding.annotations.get(ann.ADMITTED_AT, "")) or binding.scheduled_at
     timeout = dt.timedelta(seconds=requeue.startup_timeout)
     if admitted is None or now < admitted + timeout:
         return None
-    idle = tuple(c for c in live if not running_on(binding, c, statuses.get(c)))
+    idle = tuple(c for c in _unfinished(binding) if not running(c))
     if not idle:
         return None  # running now: ``review`` records it
     return (
