@@ -45,6 +45,11 @@ def add_into(target: Vec, b: Mapping[str, int], factor: int = 1) -> None:
         target[k] = target.get(k, 0) + v * factor
 
 
+def beyond(need: Mapping[str, int], covered: Mapping[str, int]) -> Vec:
+    """Per resource of ``need``, what ``covered`` does not cover (0 where it does)."""
+    return {r: max(0, n - covered.get(r, 0)) for r, n in need.items()}
+
+
 def scale(a: Mapping[str, int], factor: int) -> Vec:
     return {k: v * factor for k, v in a.items()}
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from engine import diffreport
-from engine.cycle.cycle import run_cycle
+from engine.cycle import run_cycle
 from engine.cycle.model import ClusterAssignment, CycleResult, Decision, QueueReport
 from engine.cycle.reasons import Action, Reason
 from engine.diff import Diff, diff_results, vector_changes

@@ -6,9 +6,9 @@ these, never the modules inside (tests/test_layering.py checks it).
   ``arrive`` decides a job that came after, against the state the cycle ended in;
 - :class:`Baseline`: the cycle ``fleetgate simulate --compare baseline`` measures against;
 - :class:`JobCache` keeps what a cycle read between cycles;
-- :class:`CycleResult`: the decisions (:class:`Decision`: :class:`Action`, :class:`Reason`,
-  :class:`ClusterAssignment`), a :class:`QueueReport` per queue, and ``jobs``, a
-  :class:`JobRecord` (:class:`JobState`) per managed job the cycle read;
+- :class:`CycleResult`: the decisions (:class:`Decision`: :class:`Action`, :class:`Reason`),
+  a :class:`QueueReport` per queue, and ``jobs``, a :class:`JobRecord` (:class:`JobState`) per
+  managed job the cycle read;
 - :data:`NEVER`: the reasons a job will not be admitted however long it waits;
 - :func:`map_template`: what the SchedulingPolicy says about a template (:class:`Mapped`),
   evaluated as the cycle does, over :class:`JobValues`, the one builder of the CEL ``job``;
@@ -18,16 +18,16 @@ these, never the modules inside (tests/test_layering.py checks it).
 """
 
 from engine.cycle.baseline import Baseline
-from engine.cycle.cycle import Cycle, run_cycle
+from engine.cycle.cycle import run_cycle
 from engine.cycle.estimates import shapes_wanted
 from engine.cycle.explain import pending_note
 from engine.cycle.groups import group_label
+from engine.cycle.incremental import Cycle
 from engine.cycle.jobcache import JobCache
 from engine.cycle.jobmapping import map_template
 from engine.cycle.jobmodel import Mapped
 from engine.cycle.jobvalues import JobValues
 from engine.cycle.model import (
-    ClusterAssignment,
     CycleResult,
     Decision,
     JobRecord,
@@ -40,7 +40,6 @@ __all__ = [
     "NEVER",
     "Action",
     "Baseline",
-    "ClusterAssignment",
     "Cycle",
     "CycleResult",
     "Decision",

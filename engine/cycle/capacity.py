@@ -7,16 +7,13 @@ has at least the grade's minimum free of every modelled resource (the first grad
 (``nodes.py``), so later jobs in the cycle see what earlier admissions took. Without resource
 models only totals are checked.
 
-Caches (a cycle asks the same question of an unchanged cluster many times): the fit answer per
-pod signature (``pod_key``: each group's requests and count) is kept while ``version`` is the
-one it was found at (for a job of one pod shape, how many pods of that shape fit is kept too, so
-jobs of any count share it); every change bumps ``version`` (``place``, ``release``, and the cycle's
-own edit of ``free`` when it nominates a preemptor, ``retake``), except that a "does not fit"
-decided by the totals or the room per pod shape survives ``place`` (placing only takes room
-away; the greedy layout of several pod groups is not monotone, so such a "no" is found again).
-What the nodes hold per pod shape is counted once and, when asked again, brought through the
-node changes logged since (``place``, ``release``, ``retake``; ``nodes.RoomCounts``). A
-``copy`` shares answers and counts until either changes.
+Caches: the fit answer per pod signature (``pod_key``) is kept while ``version`` is the one it
+was found at (for one pod shape, how many pods fit is kept too, so jobs of any count share it);
+every change (``place``, ``release``, ``retake``, ``take``) bumps ``version``, except that a
+"does not fit" decided by the totals or the room per pod shape survives ``place`` (placing only
+takes room away; the greedy layout of several pod groups is not monotone). What the nodes hold
+per pod shape is counted once and brought through the node changes logged since
+(``nodes.RoomCounts``). A ``copy`` shares answers and counts until either changes.
 
 Beyond the minimums (``beyond.Beyond``): a pod no node could ever hold never fits; where the
 minimums have no room, pods may still fit nodes at the most their grades allow (``may_hold``,
@@ -38,6 +35,8 @@ from engine.cycle.jobs import pod_key
 from engine.cycle.nodes import Move, RoomCounts
 from engine.fleet.model import ClusterView, Estimates, PodShape
 from engine.vectors import Vec
+
+Moved = list[Move] | None  # where node changes are recorded, when they are
 
 
 class ClusterState:
@@ -411,6 +410,11 @@ class ClusterState:
                 moved.append((shape, None, g.count))
         self._changed(-2, groups, moved)
 
+    def take(self, amounts: Vec) -> None:
+        """Room withheld from the cycle's later jobs (a preemptor nominated here, a hold)."""
+        vectors.add_into(self.free, amounts, -1)
+        self.version += 1
+
     def _changed(self, sign: int, groups: Sequence[PodGroup], moved: Sequence[Move]) -> None:
         """After ``release`` (sign -1) or ``retake`` (-2)."""
         self.beyond.released(groups, again=sign == -2)
@@ -434,10 +438,7 @@ class ClusterState:
         return shape
 
     def _place_nodes(
-        self,
-        nodes: dict[tuple[int, ...], int],
-        groups: Sequence[PodGroup],
-        moved: list[Move] | None = None,
+        self, nodes: dict[tuple[int, ...], int], groups: Sequence[PodGroup], moved: Moved = None
     ) -> tuple[dict[tuple[int, ...], int], tuple[PodGroup, int] | None]:
         """``nodes.place`` of the groups, each with its shape."""
         return nodes_of.place(nodes, [(self._shape(g.requests), g) for g in groups], moved)

@@ -18,7 +18,6 @@ One module past 400 lines: the steps above share the cycle's working state (``Cy
 
 from __future__ import annotations
 
-import bisect
 import datetime as dt
 import functools
 import operator
@@ -41,15 +40,15 @@ from engine.cycle import (
 )
 from engine.cycle.capacity import cluster_states
 from engine.cycle.jobcache import JobCache
-from engine.cycle.jobmodel import AdmittedJob, Backoff, PendingJob
-from engine.cycle.jobs import classify, read_job
+from engine.cycle.jobmodel import Backoff, PendingJob
+from engine.cycle.jobs import classify
 from engine.cycle.model import CycleResult, Decision, GroupState
 from engine.cycle.order import QueueOrder
 from engine.cycle.placement import Placer
 from engine.cycle.placevalues import queue_values
 from engine.cycle.quota import QuotaNode, QuotaTree
 from engine.cycle.reasons import NEVER, Reason
-from engine.fleet.model import BindingView, Snapshot
+from engine.fleet.model import Snapshot
 from engine.policy import queueaccess
 from engine.policy.model import Strategy
 from engine.policy.policyset import PolicySet
@@ -57,18 +56,20 @@ from engine.policy.policyset import PolicySet
 _REF = operator.attrgetter("ref")
 
 
-def _binding_name(item: Backoff) -> tuple[str, str]:
+def binding_key(item: Backoff) -> tuple[str, str]:
+    """What jobs in backoff are kept sorted by."""
     return item.binding.namespace, item.binding.name
 
 
 def run_cycle(
     snapshot: Snapshot, policies: PolicySet, now: dt.datetime, cache: JobCache | None = None
 ) -> CycleResult:
-    return Cycle(snapshot, policies, now, cache).run()
+    return FullCycle(snapshot, policies, now, cache).run()
 
 
-class Cycle:
-    """The working state of one cycle; ``arrive`` continues it for jobs that came later."""
+class FullCycle:
+    """The working state of one cycle over every pending job (``incremental.Cycle`` continues
+    it for jobs that come later)."""
 
     def __init__(
         self,
@@ -81,34 +82,14 @@ class Cycle:
         self.policies = policies
         self.now = now
         self.cache = cache if cache is not None else JobCache()
-        # 1. jobs
-        # sorted here too, so the result does not depend on the snapshot's order
-        read = classify(snapshot, policies, self.cache, now)
-        self.pending = sorted(read.pending, key=_REF)
-        self.admitted = sorted(read.admitted, key=_REF)
-        self.backoff = sorted(read.backoff, key=_binding_name)
-        self.finished = read.finished
-        # 2. accounting
-        views = sorted(snapshot.clusters, key=lambda c: c.name)
-        self.clusters = cluster_states(views, snapshot.estimates)
-        capacity = vectors.total((s.allocatable, 1) for s in self.clusters.values() if s.view.ready)
-        self.quota = QuotaTree(policies.queues, capacity)
-        for job in self.admitted:
-            leaf = self.quota.node(job.mapped.queue)
-            if leaf is not None:
-                self.quota.add(leaf, job.demand)
-            for name in job.in_flight:
-                if name in self.clusters:
-                    self.clusters[name].place(job.pods[name])  # in flight
-        values = functools.partial(queue_values, policies, self.quota)
-        self.placer = Placer(snapshot, policies, self.clusters, now, values, self.cache)
+        self._read_jobs()  # 1. jobs
+        self._account()  # 2. accounting
         self.decisions: list[Decision] = []
         # queue → (binding ref, order key) of every job that keeps its place in the queue
         self.waiting: dict[str, list[tuple[str, tuple[Any, ...]]]] = defaultdict(list)
         self.admitted_count: Counter[str] = Counter(
             j.mapped.queue for j in self.admitted if self.quota.node(j.mapped.queue)
         )
-        self.capacity = capacity
         self.no_victims: set[tuple[Any, ...]] = set()
         self.searched: set[str] = set()  # queues that had their preemption search this cycle
         self.blocked: dict[str, PendingJob] = {}  # StrictFIFO leaf → its blocked head
@@ -120,9 +101,44 @@ class Cycle:
         self.refusals: dict[tuple[str, str], str | None] = {}  # (queue, namespace) → refusal
         self.cross = policies.scheduling.dependencies.cross_namespace  # references elsewhere
 
+    def _read_jobs(self) -> None:
+        """1. jobs, sorted here too: the result does not depend on the snapshot's order."""
+        read = classify(self.snapshot, self.policies, self.cache, self.now)
+        self.pending = sorted(read.pending, key=_REF)
+        self.admitted = sorted(read.admitted, key=_REF)
+        self.backoff = sorted(read.backoff, key=binding_key)
+        self.finished = read.finished
+
+    def _account(self) -> None:
+        """2. accounting: each cluster's room and each queue's usage, with what runs and what
+        is in flight."""
+        views = sorted(self.snapshot.clusters, key=lambda c: c.name)
+        self.clusters = cluster_states(views, self.snapshot.estimates)
+        ready = (s.allocatable for s in self.clusters.values() if s.view.ready)
+        self.capacity = vectors.total((a, 1) for a in ready)
+        self.quota = QuotaTree(self.policies.queues, self.capacity)
+        for job in self.admitted:
+            leaf = self.quota.node(job.mapped.queue)
+            if leaf is not None:
+                self.quota.add(leaf, job.demand)
+            for name in job.in_flight:
+                if name in self.clusters:
+                    self.clusters[name].place(job.pods[name])  # in flight
+        values = functools.partial(queue_values, self.policies, self.quota)
+        self.placer = Placer(
+            self.snapshot, self.policies, self.clusters, self.now, values, self.cache
+        )
+
     def run(self) -> CycleResult:
-        # 3. screening, and dependencies: a job not yet eligible takes no turn
-        by_leaf: dict[str, list[PendingJob]] = defaultdict(list)
+        """Steps 3–8, one call each (1 and 2 ran when the cycle was made)."""
+        eligible = self._screen_all()  # 3. screening and dependencies
+        by_leaf, strict = self._units(eligible)  # 3c. groups, 3d. reservations
+        self.order = self._queue_order(by_leaf)  # 4. order
+        self._take_turns(strict)  # 5.–7. quota, placement, preemption
+        return self.result()  # 8. explain
+
+    def _screen_all(self) -> list[PendingJob]:
+        """The pending jobs that may be considered: a job not yet eligible takes no turn."""
         verdicts = dependencies.check(self.pending, dependencies.Fleet(self.snapshot), self.cross)
         eligible = []
         for job in self.pending:
@@ -131,22 +147,28 @@ class Cycle:
                 self._decide(job, *problem)
             elif self._eligible(job, verdicts):
                 eligible.append(job)
-        # 3c. groups: members that wait for their group take no turn; a group takes one
+        return eligible
+
+    def _units(self, eligible: list[PendingJob]) -> tuple[dict[str, list[PendingJob]], set[str]]:
+        """Each leaf's jobs (members that wait for their group take no turn; a group takes
+        one), room held for long waiters; and the StrictFIFO leaves."""
+        by_leaf: dict[str, list[PendingJob]] = defaultdict(list)
         for job in self._groups(eligible):
             by_leaf[job.mapped.queue].append(job)
         strict = {name for name in by_leaf if self._strict(name)}
         self._reserve(by_leaf, strict)
-        # 4. order
+        return by_leaf, strict
+
+    def _queue_order(self, by_leaf: dict[str, list[PendingJob]]) -> QueueOrder:
         fair = self.policies.scheduling.fair_sharing
-        self.order = QueueOrder(
-            self.quota,
-            by_leaf,
-            fair_sharing=fair.enabled,
-            resources=fair.resources or self.quota.resources,
-        )
+        resources = fair.resources or self.quota.resources
+        return QueueOrder(self.quota, by_leaf, fair_sharing=fair.enabled, resources=resources)
+
+    def _take_turns(self, strict: set[str]) -> None:
+        """Each job (a group: as a whole) in turn: quota, placement, preemption."""
+        assert self.order is not None
         while (pick := self.order.next()) is not None:
             leaf_name, job = pick
-            # 5.–7. quota, placement, preemption (a group: all three, for the group as a whole)
             leaf = self.quota.nodes[leaf_name]
             unit = self.units.get(job.ref) if self.units else None
             admitted = self._consider_group(unit, leaf) if unit else self._consider(job, leaf)
@@ -155,10 +177,9 @@ class Cycle:
                 continue
             self.blocked[leaf_name] = job
             self._block(self.order.block(leaf_name), job)
-        return self.result()
 
     def result(self) -> CycleResult:
-        # 8. explain
+        """8. explain: positions, group states, queue reports, the records of the jobs."""
         waiting = {queue: list(jobs) for queue, jobs in self.waiting.items()}
         for item in self.backoff:
             if item.mapped is not None:
@@ -183,54 +204,6 @@ class Cycle:
             self.group_states,
         )  # fmt: skip
         return CycleResult(self.policies.version, self.now, tuple(decisions), reports, stats, jobs)
-
-    def arrive(self, snapshot: Snapshot, binding: BindingView) -> Decision | None:
-        """Decide a job that arrived after ``run``, against the state the cycle ended in.
-
-        The decision is the one a full cycle on ``snapshot`` gives the job when that cycle
-        considers it after every job decided so far: nothing but arrivals changed, and within
-        and between such cycles capacity and quota only shrink, so every job that waited still
-        waits. Earlier decisions are never revised, so a job that goes ahead of one of them in
-        its queue (a higher priority, an earlier enqueue time) is decided as its queue's latest
-        (behind a blocked StrictFIFO head, say); the next full cycle gives it its place. A job
-        in backoff gets its ``Backoff`` decision. None: not a pending job (not managed, or
-        admitted). tests/cycle/test_incremental.py checks this against full cycles.
-        """
-        job = read_job(snapshot, self.policies, self.cache, self.now, binding)
-        if isinstance(job, Backoff):
-            bisect.insort(self.backoff, job, key=_binding_name)
-            return self._placed(explain.for_backoff(job))
-        if not isinstance(job, PendingJob):
-            return None
-        self.snapshot = self.placer.snapshot = snapshot
-        self.pending.append(job)
-        start = len(self.decisions)  # the job's decision; a preemptor's victims follow it
-        problem = self._screen(job)
-        queue = job.mapped.queue
-        if problem is not None:
-            self._decide(job, *problem)
-        elif not self._eligible(job, None):
-            pass
-        elif job.grouped and groups.key_of(job.workload, job.mapped):  # by the next full cycle
-            message = "a member of a group: decided with the group by the next full cycle"
-            self.decisions.append(explain.for_job(job, Reason.WAITING_FOR_GROUP, message))
-        elif queue in self.blocked:
-            self._block((job,), self.blocked[queue])
-        else:
-            admitted = self._consider(job, self.quota.nodes[queue])
-            if not admitted and self.decisions[start].reason not in NEVER and self._strict(queue):
-                self.blocked[queue] = job  # it waits: it is the head later arrivals wait behind
-        decision = self.decisions[start] = self._placed(self.decisions[start])
-        return decision
-
-    def _placed(self, decision: Decision) -> Decision:
-        """``decision`` with its place among its queue's waiting jobs, those in backoff too."""
-        queue = decision.queue
-        held = [
-            explain.backoff_place(b) for b in self.backoff if b.mapped and b.mapped.queue == queue
-        ]
-        jobs = [*self.waiting.get(queue, ()), *held]
-        return explain.with_positions([decision], {queue: jobs})[0]
 
     # --- steps -----------------------------------------------------------------------------
     def _screen(self, job: PendingJob) -> tuple[Reason, str] | None:
@@ -390,11 +363,8 @@ class Cycle:
         # until they terminate), so no later job takes what the preemptor will need.
         self.quota.add(leaf, job.demand)
         # On the nominated cluster, what the victims do not free is taken from what is free now.
-        state = self.clusters[chosen.cluster]
         freed = vectors.total((v.usage.get(chosen.cluster, {}), 1) for v in chosen.victims)
-        for r, need in job.demand.items():
-            state.free[r] = state.free.get(r, 0) - max(0, need - freed.get(r, 0))
-        state.version += 1
+        self.clusters[chosen.cluster].take(vectors.beyond(job.demand, freed))
         names = ", ".join(v.ref for v in chosen.victims)
         self._decide(
             job,
@@ -442,6 +412,3 @@ class Cycle:
             # in queue order): ``explain.with_positions`` makes sure, and corrects it if not.
             extra["position"] = len(waiting)
         self.decisions.append(explain.for_job(job, reason, message, **extra))
-
-
-__all__ = ["AdmittedJob", "Cycle", "run_cycle"]

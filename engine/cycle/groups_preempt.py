@@ -304,11 +304,8 @@ def _take(
     for job, where in nominated:
         vectors.add_into(need.setdefault(where, {}), job.demand)
     for where, demand in sorted(need.items()):
-        state = clusters[where]
         freed = vectors.total((v.usage.get(where, {}), 1) for v in taken)
-        for r, amount in demand.items():
-            state.free[r] = state.free.get(r, 0) - max(0, amount - freed.get(r, 0))
-        state.version += 1
+        clusters[where].take(vectors.beyond(demand, freed))
     why = refused.decisions[0][2]
     names = ", ".join(v.ref for v in taken)
     placed = ", ".join(f"{_short(job)} → {where}" for job, where in nominated)

@@ -36,7 +36,7 @@ class Preemption:
 
 class Searching(Protocol):
     """What a preemption search (a job's here, a group's in ``groups_preempt``) needs of
-    ``engine.cycle.cycle.Cycle``."""
+    ``engine.cycle.cycle.FullCycle``."""
 
     policies: PolicySet
     quota: QuotaTree

@@ -113,8 +113,7 @@ def hold(job: PendingJob, state: ClusterState) -> Hold:
         taken = {r: min(v, max(state.free.get(r, 0), 0)) for r, v in rest.items() if v > 0}
         taken = {r: v for r, v in taken.items() if v}
         if taken:
-            vectors.add_into(state.free, taken, -1)
-            state.version += 1
+            state.take(taken)
     return Hold(job, state.name, tuple(placed), tuple(withheld), taken)
 
 

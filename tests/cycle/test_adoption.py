@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from engine.cycle.cycle import run_cycle
+from engine.cycle import run_cycle
 from engine.cycle.jobcache import JobCache
 from engine.cycle.jobmodel import AdmittedJob
 from engine.cycle.jobs import classify

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.cycle.cycle import run_cycle
+from engine.cycle import run_cycle
 from engine.errors import PolicyLoadError
 from tests.cycle import builders
 from tests.cycle.test_scenarios import decision_for, load_policies

@@ -19,7 +19,7 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.cycle.cycle import Cycle, run_cycle
+from engine.cycle import Cycle, run_cycle
 from engine.cycle.dependencies import Ref, parse
 from engine.cycle.jobcache import JobCache
 from engine.cycle.reasons import Reason

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from engine import annotations as ann
-from engine.cycle.cycle import run_cycle
+from engine.cycle import run_cycle
 from engine.cycle.model import Decision
 from engine.cycle.reasons import Action, Reason
 from tests.cycle import builders

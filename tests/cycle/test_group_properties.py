@@ -24,7 +24,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine import annotations as ann
-from engine.cycle.cycle import run_cycle
+from engine.cycle import run_cycle
 from engine.cycle.model import Decision
 from engine.cycle.reasons import Action, Reason
 from tests.cycle import builders

@@ -27,7 +27,7 @@ import yaml
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from engine.cycle.cycle import Cycle, run_cycle
+from engine.cycle import Cycle, run_cycle
 from engine.cycle.jobmodel import PendingJob
 from engine.cycle.model import CycleResult, Decision
 from engine.cycle.quota import QuotaNode

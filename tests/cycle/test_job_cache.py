@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine import annotations as ann
-from engine.cycle.cycle import Cycle, run_cycle
+from engine.cycle import Cycle, run_cycle
 from engine.cycle.jobcache import JobCache
 from engine.cycle.jobvalues import float_total
 from engine.cycle.model import CycleResult

@@ -21,7 +21,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.cycle.cycle import run_cycle
+from engine.cycle import run_cycle
 from engine.cycle.reasons import Reason
 from engine.fleet.model import ClusterView
 from engine.policy.policyset import load_policy_set

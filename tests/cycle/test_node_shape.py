@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from engine import annotations as ann
-from engine.cycle.cycle import run_cycle
+from engine.cycle import run_cycle
 from engine.cycle.estimates import pod_shape
 from engine.cycle.jobcache import JobCache
 from engine.cycle.jobs import pod_groups

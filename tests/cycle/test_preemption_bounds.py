@@ -31,10 +31,9 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from engine.cycle import preemption, ranking
+from engine.cycle import Cycle, preemption, ranking
 from engine.cycle.bounds import could_clear
 from engine.cycle.capacity import ClusterState
-from engine.cycle.cycle import Cycle
 from engine.cycle.jobmodel import AdmittedJob, PodGroup
 from engine.cycle.preemption import TRIED
 from engine.cycle.ranking import EXAMINED, Preemption

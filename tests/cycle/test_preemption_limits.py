@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from engine.cycle.cycle import run_cycle
+from engine.cycle import run_cycle
 from engine.cycle.model import CycleResult, Decision
 from engine.cycle.preemption import MOST_VICTIMS
 from engine.cycle.reasons import Action, Reason

@@ -25,7 +25,7 @@ import pytest
 import yaml
 from hypothesis import example, given
 
-from engine.cycle.cycle import Cycle
+from engine.cycle import Cycle
 from engine.cycle.jobmodel import PendingJob
 from engine.cycle.model import CycleResult
 from engine.cycle.quota import QuotaNode

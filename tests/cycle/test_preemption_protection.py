@@ -11,7 +11,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.cycle.cycle import run_cycle
+from engine.cycle import run_cycle
 from engine.cycle.reasons import Action, Reason
 from engine.policy.policyset import PolicySet
 from tests.cycle import builders

@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from engine import annotations as ann
-from engine.cycle.cycle import Cycle, run_cycle
+from engine.cycle import Cycle, run_cycle
 from engine.cycle.jobcache import JobCache
 from engine.cycle.model import CycleResult, Decision
 from engine.cycle.reasons import NEVER, Action, Reason

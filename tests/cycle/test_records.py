@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from engine.cycle import ClusterAssignment, JobState, run_cycle
-from engine.cycle.model import JobTable
+from engine.cycle import JobState, run_cycle
+from engine.cycle.model import ClusterAssignment, JobTable
 from tests.cycle import builders
 from tests.cycle.test_scenarios import SCENARIOS, load_policies
 

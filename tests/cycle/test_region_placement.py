@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from engine import annotations as ann
-from engine.cycle.cycle import run_cycle
+from engine.cycle import run_cycle
 from engine.cycle.division import divide
 from engine.errors import PolicyLoadError
 from engine.fleet.frozen import FrozenDict

@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 import yaml
 
-from engine.cycle.cycle import run_cycle
+from engine.cycle import run_cycle
 from engine.cycle.model import CycleResult, Decision
 from engine.policy.policyset import PolicySet, load_policy_set
 from tests.conftest import REPO

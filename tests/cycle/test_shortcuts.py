@@ -24,8 +24,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine import vectors
-from engine.cycle import explain
-from engine.cycle.cycle import Cycle
+from engine.cycle import Cycle, explain
 from engine.cycle.jobcache import JobCache
 from engine.cycle.jobmodel import Mapped, PendingJob
 from engine.cycle.model import ClusterAssignment, Decision, GroupState

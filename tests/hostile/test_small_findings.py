@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from engine import dryrun
-from engine.cycle.cycle import run_cycle
+from engine.cycle import run_cycle
 from engine.fleet.files import read_objects
 from engine.fleet.snapshot import build_snapshot
 from fleetgate.cli import main

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from engine import annotations as ann
-from engine.cycle.cycle import run_cycle
+from engine.cycle import run_cycle
 from engine.cycle.reasons import Action, Reason
 from engine.enforce.lifecycle import Confirm, Reclaim, Review, Started, Trigger, review
 from engine.enforce.memberstatus import status_says_running

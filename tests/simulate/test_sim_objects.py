@@ -7,8 +7,7 @@ import dataclasses
 import datetime as dt
 from pathlib import Path
 
-from engine.cycle import Baseline
-from engine.cycle.cycle import run_cycle
+from engine.cycle import Baseline, run_cycle
 from engine.fleet.clusters import read_cluster
 from engine.members import Fleet, FleetSpec, JobSpec, PodGroup, cluster_object, load_fleet
 from engine.resources import Resources

@@ -16,8 +16,7 @@ import pytest
 from rich.console import Console
 
 from engine import annotations as ann
-from engine.cycle import Baseline
-from engine.cycle.cycle import run_cycle
+from engine.cycle import Baseline, run_cycle
 from simulate import plotdata
 from simulate.fairshare import attainment, fair_shares
 from simulate.metrics import jain
