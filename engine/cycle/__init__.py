@@ -19,14 +19,13 @@ these, never the modules inside (tests/test_layering.py checks it).
 
 from engine.cycle.baseline import Baseline
 from engine.cycle.cycle import run_cycle
-from engine.cycle.estimates import shapes_wanted
 from engine.cycle.explain import pending_note
-from engine.cycle.groups import group_label
+from engine.cycle.groups.formation import group_label
 from engine.cycle.incremental import Cycle
-from engine.cycle.jobcache import JobCache
-from engine.cycle.jobmapping import map_template
-from engine.cycle.jobmodel import Mapped
-from engine.cycle.jobvalues import JobValues
+from engine.cycle.jobs.cache import JobCache
+from engine.cycle.jobs.mapping import map_template
+from engine.cycle.jobs.model import Mapped
+from engine.cycle.jobs.values import JobValues
 from engine.cycle.model import (
     CycleResult,
     Decision,
@@ -34,6 +33,7 @@ from engine.cycle.model import (
     JobState,
     QueueReport,
 )
+from engine.cycle.placement.estimates import shapes_wanted
 from engine.cycle.reasons import NEVER, Action, Reason
 
 __all__ = [

@@ -27,9 +27,9 @@ from collections import defaultdict
 from engine import annotations as ann
 from engine import vectors
 from engine.cycle import explain
-from engine.cycle.jobcache import JobCache
-from engine.cycle.jobmodel import PendingJob
-from engine.cycle.jobs import classify
+from engine.cycle.jobs.cache import JobCache
+from engine.cycle.jobs.model import PendingJob
+from engine.cycle.jobs.reading import classify
 from engine.cycle.model import CycleResult, Decision
 from engine.cycle.reasons import Reason
 from engine.fleet.model import Snapshot, affinity_allows, tolerates

@@ -26,27 +26,21 @@ from collections.abc import Iterable
 from typing import Any
 
 from engine import vectors
-from engine.cycle import (
-    dependencies,
-    explain,
-    groups,
-    groups_place,
-    groups_preempt,
-    protection,
-    ranking,
-    records,
-    reservations,
-    victims,
-)
-from engine.cycle.capacity import cluster_states
-from engine.cycle.jobcache import JobCache
-from engine.cycle.jobmodel import Backoff, PendingJob
-from engine.cycle.jobs import classify
+from engine.cycle import dependencies, explain, reservations
+from engine.cycle.groups import formation as groups
+from engine.cycle.groups import place as groups_place
+from engine.cycle.groups import preempt as groups_preempt
+from engine.cycle.jobs import records
+from engine.cycle.jobs.cache import JobCache
+from engine.cycle.jobs.model import Backoff, PendingJob
+from engine.cycle.jobs.reading import classify
 from engine.cycle.model import CycleResult, Decision, GroupState
-from engine.cycle.order import QueueOrder
-from engine.cycle.placement import Placer
-from engine.cycle.placevalues import queue_values
-from engine.cycle.quota import QuotaNode, QuotaTree
+from engine.cycle.ordering.order import QueueOrder
+from engine.cycle.placement.capacity import cluster_states
+from engine.cycle.placement.placer import Placer
+from engine.cycle.placement.values import queue_values
+from engine.cycle.preemption import protection, ranking, victims
+from engine.cycle.quota.tree import QuotaNode, QuotaTree
 from engine.cycle.reasons import NEVER, Reason
 from engine.fleet.model import Snapshot
 from engine.policy import queueaccess

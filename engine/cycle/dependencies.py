@@ -34,9 +34,9 @@ from dataclasses import dataclass
 
 from engine import annotations as ann
 from engine import untrusted
-from engine.cycle.jobmodel import PendingJob
-from engine.cycle.jobs import binding_ref
-from engine.cycle.placement_memo import Candidates
+from engine.cycle.jobs.model import PendingJob
+from engine.cycle.jobs.reading import binding_ref
+from engine.cycle.placement.memo import Candidates
 from engine.cycle.reasons import Reason
 from engine.fleet.bindings import FAILED, SUCCEEDED
 from engine.fleet.model import BindingView, ObjectRef, Snapshot

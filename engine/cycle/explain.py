@@ -8,12 +8,12 @@ from typing import Any
 
 from engine import annotations as ann
 from engine import untrusted
-from engine.cycle.jobmodel import AdmittedJob, Backoff, PendingJob
-from engine.cycle.jobs import EPOCH, binding_ref, workload_ref
+from engine.cycle.jobs.model import AdmittedJob, Backoff, PendingJob
+from engine.cycle.jobs.reading import EPOCH, binding_ref, workload_ref
 from engine.cycle.model import ClusterAssignment, Decision, QueueReport
-from engine.cycle.order import QueueOrder
-from engine.cycle.placement import Assignment
-from engine.cycle.quota import ROOT, QuotaNode, QuotaTree
+from engine.cycle.ordering.order import QueueOrder
+from engine.cycle.placement.placer import Assignment
+from engine.cycle.quota.tree import ROOT, QuotaNode, QuotaTree
 from engine.cycle.reasons import NEVER, Action, Reason
 
 

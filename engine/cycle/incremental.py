@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import bisect
 
-from engine.cycle import explain, groups
+from engine.cycle import explain
 from engine.cycle.cycle import FullCycle, binding_key
-from engine.cycle.jobmodel import Backoff, PendingJob
-from engine.cycle.jobs import read_job
+from engine.cycle.groups import formation as groups
+from engine.cycle.jobs.model import Backoff, PendingJob
+from engine.cycle.jobs.reading import read_job
 from engine.cycle.model import Decision
 from engine.cycle.reasons import NEVER, Reason
 from engine.fleet.model import BindingView, Snapshot

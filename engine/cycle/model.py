@@ -185,7 +185,7 @@ class CycleResult:
     decisions: tuple[Decision, ...]  # in the order the cycle made them
     queues: tuple[QueueReport, ...]  # sorted by name
     stats: dict[str, int] = field(default_factory=dict)
-    # every managed job the cycle read, decided or not (``engine.cycle.records``)
+    # every managed job the cycle read, decided or not (``engine.cycle.jobs.records``)
     jobs: JobTable = field(default_factory=JobTable, compare=False, repr=False)
 
     def decision(self, binding: str) -> Decision | None:

@@ -25,9 +25,9 @@ from dataclasses import dataclass
 
 from engine import annotations as ann
 from engine import vectors
-from engine.cycle.capacity import ClusterState
-from engine.cycle.jobmodel import PendingJob, PodGroup
-from engine.cycle.jobs import pod_key
+from engine.cycle.jobs.model import PendingJob, PodGroup
+from engine.cycle.jobs.reading import pod_key
+from engine.cycle.placement.capacity import ClusterState
 from engine.policy.model import Reservations
 from engine.vectors import Vec
 

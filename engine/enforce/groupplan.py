@@ -1,7 +1,7 @@
 """Co-admission groups enforced across passes: a group is placed at least ``min`` strong, or
 not at all (docs/multi-cluster-training.md, docs/reconciler.md "Groups").
 
-The cycle decides a group whole (``engine.cycle.groups``), but its members are separate
+The cycle decides a group whole (``engine.cycle.groups.formation``), but its members are separate
 bindings, written one by one: a reconciler that dies between two members' writes, a member's
 write that fails, a member that fails on its cluster, or a member preempted, can leave fewer
 members placed than the group's minimum. The record of a group admission lives on each member

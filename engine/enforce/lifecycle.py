@@ -221,7 +221,7 @@ def _deadlines(
     if admitted is not None and ann.RUNNING_SINCE not in binding.annotations:
         found.append(admitted + dt.timedelta(seconds=requeue.startup_timeout))
     running = ann.parse_time(binding.annotations.get(ann.RUNNING_SINCE, ""))
-    if running is not None:  # the cycle stops reserving its room then (engine.cycle.jobs)
+    if running is not None:  # the cycle stops reserving its room then (engine.cycle.jobs.reading)
         found.append(running + dt.timedelta(seconds=requeue.cluster_status_lag))
     return found
 

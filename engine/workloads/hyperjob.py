@@ -14,8 +14,8 @@ Facts from volcano-global's HyperJob user guide and controller design (January 2
   does not enforce it. ``status.splitCount`` is the number of children the controller created.
 
 fleetgate does not schedule the HyperJob object (Karmada never binds it): its children are the
-jobs, and ``engine.cycle.groups`` admits them together. Here: reading the object, for the size
-and minimum of the group and for ``fleetgate inspect`` (each child's demand from its
+jobs, and the cycle admits them together (``engine.cycle.groups``). Here: reading the object,
+for the size and minimum of the group and for ``fleetgate inspect`` (each child's demand from its
 ``templateSpec``, every task counted).
 """
 

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from engine.cycle import run_cycle
-from engine.cycle.jobcache import JobCache
-from engine.cycle.jobmodel import AdmittedJob
-from engine.cycle.jobs import classify
+from engine.cycle.jobs.cache import JobCache
+from engine.cycle.jobs.model import AdmittedJob
+from engine.cycle.jobs.reading import classify
 from engine.fleet.snapshot import build_snapshot
 from engine.policy.policyset import PolicySet
 from tests.cycle.test_scenarios import decision_for, load_policies

@@ -17,9 +17,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine import vectors
-from engine.cycle.capacity import ClusterState, Misfit
-from engine.cycle.jobmodel import PodGroup
-from engine.cycle.jobs import pod_key
+from engine.cycle.jobs.model import PodGroup
+from engine.cycle.jobs.reading import pod_key
+from engine.cycle.placement.capacity import ClusterState, Misfit
 from engine.fleet.frozen import FrozenDict
 from engine.fleet.model import ClusterView, ResourceModel
 from tests.cycle import builders

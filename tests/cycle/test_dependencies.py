@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from engine.cycle import Cycle, run_cycle
 from engine.cycle.dependencies import Ref, parse
-from engine.cycle.jobcache import JobCache
+from engine.cycle.jobs.cache import JobCache
 from engine.cycle.reasons import Reason
 from engine.errors import PolicyLoadError
 from engine.fleet.bindings import FAILED, SUCCEEDED, job_outcome, read_binding

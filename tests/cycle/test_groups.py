@@ -15,7 +15,8 @@ import pytest
 import yaml
 
 from engine import annotations as ann
-from engine.cycle import Cycle, groups_place, run_cycle
+from engine.cycle import Cycle, run_cycle
+from engine.cycle.groups import place as groups_place
 from engine.cycle.model import CycleResult, Decision
 from engine.cycle.reasons import Action, Reason
 from engine.fleet.files import read_objects

@@ -28,9 +28,9 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from engine.cycle import Cycle, run_cycle
-from engine.cycle.jobmodel import PendingJob
+from engine.cycle.jobs.model import PendingJob
 from engine.cycle.model import CycleResult, Decision
-from engine.cycle.quota import QuotaNode
+from engine.cycle.quota.tree import QuotaNode
 from engine.cycle.reasons import Reason
 from engine.fleet.frozen import FrozenDict
 from engine.fleet.model import BindingView, Snapshot

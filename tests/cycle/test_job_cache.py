@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 
 from engine import annotations as ann
 from engine.cycle import Cycle, run_cycle
-from engine.cycle.jobcache import JobCache
-from engine.cycle.jobvalues import float_total
+from engine.cycle.jobs.cache import JobCache
+from engine.cycle.jobs.values import float_total
 from engine.cycle.model import CycleResult
 from engine.fleet.affinity import ClusterAffinity, PlacementView
 from engine.fleet.frozen import FrozenDict

@@ -20,10 +20,10 @@ import yaml
 
 from engine import annotations as ann
 from engine.cycle import run_cycle
-from engine.cycle.estimates import pod_shape
-from engine.cycle.jobcache import JobCache
-from engine.cycle.jobs import pod_groups
+from engine.cycle.jobs.cache import JobCache
+from engine.cycle.jobs.reading import pod_groups
 from engine.cycle.model import CycleResult, Decision
+from engine.cycle.placement.estimates import pod_shape
 from engine.cycle.reasons import Action, Reason
 from engine.fleet.clusters import read_cluster
 from engine.fleet.frozen import FrozenDict

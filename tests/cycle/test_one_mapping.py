@@ -7,7 +7,7 @@ from __future__ import annotations
 import datetime as dt
 
 from engine.cycle import JobCache, map_template
-from engine.cycle.jobs import classify
+from engine.cycle.jobs.reading import classify
 from engine.fleet.files import read_objects
 from engine.fleet.snapshot import build_snapshot
 from engine.policy.policyset import load_policy_set

@@ -1,4 +1,4 @@
-"""The bounds that narrow the preemption search (engine/cycle/preemption.py, victims.py) and
+"""The bounds that narrow the preemption search (engine/cycle/preemption/search.py, victims.py) and
 what they rest on in capacity.py.
 
 - Room per pod shape: after ``release(groups)`` the nodes hold exactly ``room_freed(groups,
@@ -31,14 +31,16 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from engine.cycle import Cycle, preemption, ranking
-from engine.cycle.bounds import could_clear
-from engine.cycle.capacity import ClusterState
-from engine.cycle.jobmodel import AdmittedJob, PodGroup
-from engine.cycle.preemption import TRIED
-from engine.cycle.ranking import EXAMINED, Preemption
+from engine.cycle import Cycle
+from engine.cycle.jobs.model import AdmittedJob, PodGroup
+from engine.cycle.placement.capacity import ClusterState
+from engine.cycle.preemption import ranking
+from engine.cycle.preemption import search as preemption
+from engine.cycle.preemption.bounds import could_clear
+from engine.cycle.preemption.ranking import EXAMINED, Preemption
+from engine.cycle.preemption.search import TRIED
+from engine.cycle.preemption.victims import VictimIndex
 from engine.cycle.reasons import Reason
-from engine.cycle.victims import VictimIndex
 from engine.policy.policyset import PolicySet
 from tests.cycle import builders
 from tests.cycle.test_capacity_cache import PODS, view

@@ -1,4 +1,4 @@
-"""The limits of preemption (engine/cycle/preemption.py), shown on whole cycles.
+"""The limits of preemption (engine/cycle/preemption/search.py), shown on whole cycles.
 
 - The victim cap: a job that needs exactly ``MOST_VICTIMS`` victims preempts them; one that
   needs one more waits, and nothing is preempted for it.
@@ -21,7 +21,7 @@ import yaml
 
 from engine.cycle import run_cycle
 from engine.cycle.model import CycleResult, Decision
-from engine.cycle.preemption import MOST_VICTIMS
+from engine.cycle.preemption.search import MOST_VICTIMS
 from engine.cycle.reasons import Action, Reason
 from engine.policy.policyset import PolicySet, load_policy_set
 from tests.cycle import builders

@@ -11,7 +11,7 @@ one preemption search per queue per cycle.
 The within-queue oracle reads priorities from the scenario. The reclaim oracle needs the quota
 as it was when the preemptor searched (earlier admissions of the cycle count): a watching cycle
 records, before each search, every queue's usage and the preemptor's shortfall, and the rule is
-checked against those, independently of engine/cycle/victims.py.
+checked against those, independently of engine/cycle/preemption/victims.py.
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ import yaml
 from hypothesis import example, given
 
 from engine.cycle import Cycle
-from engine.cycle.jobmodel import PendingJob
+from engine.cycle.jobs.model import PendingJob
 from engine.cycle.model import CycleResult
-from engine.cycle.quota import QuotaNode
+from engine.cycle.quota.tree import QuotaNode
 from engine.cycle.reasons import Action, Reason
 from engine.policy.policyset import PolicySet, load_policy_set
 from tests.cycle import builders

@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 
 from engine import annotations as ann
 from engine.cycle import Cycle, run_cycle
-from engine.cycle.jobcache import JobCache
+from engine.cycle.jobs.cache import JobCache
 from engine.cycle.model import CycleResult, Decision
 from engine.cycle.reasons import NEVER, Action, Reason
 from engine.fleet.model import ClusterView, Snapshot

@@ -29,11 +29,11 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from engine import vectors
-from engine.cycle.bounds import Helping, fewest, fewest_merged, fewest_sorted
-from engine.cycle.jobmodel import AdmittedJob
-from engine.cycle.quota import ROOT, QuotaNode, QuotaTree
+from engine.cycle.jobs.model import AdmittedJob
+from engine.cycle.preemption.bounds import Helping, fewest, fewest_merged, fewest_sorted
+from engine.cycle.preemption.victims import largest
+from engine.cycle.quota.tree import ROOT, QuotaNode, QuotaTree
 from engine.cycle.reasons import Reason
-from engine.cycle.victims import largest
 from engine.policy.checks import check_queues
 from engine.policy.model import Origin, Queue, QueuePreemption, Strategy
 

@@ -13,7 +13,7 @@ import pytest
 
 from engine import annotations as ann
 from engine.cycle import run_cycle
-from engine.cycle.division import divide
+from engine.cycle.placement.division import divide
 from engine.errors import PolicyLoadError
 from engine.fleet.frozen import FrozenDict
 from tests.cycle import builders

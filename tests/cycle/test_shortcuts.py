@@ -25,11 +25,11 @@ from hypothesis import strategies as st
 
 from engine import vectors
 from engine.cycle import Cycle, explain
-from engine.cycle.jobcache import JobCache
-from engine.cycle.jobmodel import Mapped, PendingJob
+from engine.cycle.jobs.cache import JobCache
+from engine.cycle.jobs.model import Mapped, PendingJob
 from engine.cycle.model import ClusterAssignment, Decision, GroupState
-from engine.cycle.order import QueueOrder
-from engine.cycle.quota import ROOT, QuotaNode, QuotaTree
+from engine.cycle.ordering.order import QueueOrder
+from engine.cycle.quota.tree import ROOT, QuotaNode, QuotaTree
 from engine.cycle.reasons import Action, Reason
 from engine.fleet.frozen import FrozenDict
 from engine.policy.model import Origin, Queue, QueuePreemption, Strategy

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 
 from engine import annotations as ann
 from engine import vectors
-from engine.cycle.capacity import ClusterState
-from engine.cycle.jobmodel import PodGroup
+from engine.cycle.jobs.model import PodGroup
+from engine.cycle.placement.capacity import ClusterState
 from engine.fleet.clusters import read_cluster
 from engine.fleet.model import ResourceModel
 from engine.fleet.nodeshape import annotation, describe, promised, unseen_shapes

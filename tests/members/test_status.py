@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from engine.cycle.nodes import from_models
+from engine.cycle.placement.nodes import from_models
 from engine.fleet.clusters import read_cluster
 from engine.fleet.snapshot import build_snapshot
 from engine.members import ClusterSpec, Fleet, MemberCluster, NodeGroup, cluster_object, load_fleet

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from engine.cycle.estimates import pod_shape
+from engine.cycle.placement.estimates import pod_shape
 from engine.fleet.model import Snapshot
 from engine.fleet.snapshot import build_snapshot
 from engine.members import Fleet, JobSpec, PodGroup, cluster_object, load_fleet

@@ -9,7 +9,7 @@ import datetime as dt
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from engine.cycle.jobmodel import AdmittedJob, Mapped, MappingEvaluators, PendingJob
+from engine.cycle.jobs.model import AdmittedJob, Mapped, MappingEvaluators, PendingJob
 from engine.fleet.model import BindingView, PriorityClassView, Snapshot
 from engine.policy.policyset import PolicySet
 from engine.workloads.model import Workload

@@ -10,9 +10,9 @@ from dataclasses import replace
 from typing import Any
 
 from engine import untrusted
-from engine.cycle.jobcache import JobCache
-from engine.cycle.jobmodel import Mapped, MappingEvaluators
-from engine.cycle.jobvalues import JobValues
+from engine.cycle.jobs.cache import JobCache
+from engine.cycle.jobs.model import Mapped, MappingEvaluators
+from engine.cycle.jobs.values import JobValues
 from engine.fleet.model import BindingView
 from engine.policy import cel
 from engine.policy.model import SchedulingPolicy
@@ -99,7 +99,7 @@ def _with_dependencies(mapped: Mapped, s: SchedulingPolicy, results: Sequence[An
 
 
 def _with_group(mapped: Mapped, s: SchedulingPolicy, results: Sequence[Any]) -> Mapped:
-    """``mapped`` with the group ``spec.groups`` names (``engine.cycle.groups``), if any;
+    """``mapped`` with the group ``spec.groups`` names (``engine.cycle.groups.formation``), if any;
     size and min count only for a job the name puts in a group."""
     g = s.groups
     paths = [e.path for e in (g.name, g.size, g.min) if e is not None]

@@ -10,10 +10,10 @@ cycles (``PlacementMemo``), the static part while the clusters' views are the sa
 
 A job that may not span clusters fits one cluster whole (totals and node shape). A splittable
 job (one pod shape, ``allowSplit``) goes whole to one cluster when one fits (unless Spread is
-by region), else its pods are divided (``engine.cycle.division``): greedily in rank order
-(BinPack) or in proportion to room (Spread), per cluster or per region. Clusters are ranked
-(``engine.cycle.scoring``) by affinity group, cost, whether every CEL score succeeded, then
-the weighted CEL scores plus the strategy's term; a score that fails is named in the decision.
+by region), else its pods are divided (``division``): greedily in rank order (BinPack) or in
+proportion to room (Spread), per cluster or per region. Clusters are ranked (``scoring``) by
+affinity group, cost, whether every CEL score succeeded, then the weighted CEL scores plus the
+strategy's term; a score that fails is named in the decision.
 
 Where no candidate fits, node shape's other two answers (``nodebounds``): a job a pod of which
 no node of any candidate could ever hold is rejected (``NeverFits``); a job that may fit where
@@ -31,19 +31,25 @@ from typing import Any
 
 from engine import annotations as ann
 from engine import vectors
-from engine.cycle.capacity import ClusterState
 from engine.cycle.dependencies import pinned
-from engine.cycle.division import divide
-from engine.cycle.jobcache import JobCache
-from engine.cycle.jobmodel import PendingJob, PodGroup
-from engine.cycle.jobs import pod_key
-from engine.cycle.jobvalues import JobValues
-from engine.cycle.nodebounds import Never, never_message, never_text
-from engine.cycle.placement_memo import MAX_STATIC, Candidates, PlacementMemo
-from engine.cycle.placevalues import PlacedJob, cluster_values, placed_job, reads_placed
-from engine.cycle.placevalues import cluster_region as region_of
+from engine.cycle.jobs.cache import JobCache
+from engine.cycle.jobs.model import PendingJob, PodGroup
+from engine.cycle.jobs.reading import pod_key
+from engine.cycle.jobs.values import JobValues
+from engine.cycle.placement.capacity import ClusterState
+from engine.cycle.placement.division import divide
+from engine.cycle.placement.memo import MAX_STATIC, Candidates, PlacementMemo
+from engine.cycle.placement.nodebounds import Never, never_message, never_text
+from engine.cycle.placement.scoring import (
+    CostRanking,
+    cel_score,
+    reverse,
+    strategy_term,
+    with_failed_scores,
+)
+from engine.cycle.placement.values import PlacedJob, cluster_values, placed_job, reads_placed
+from engine.cycle.placement.values import cluster_region as region_of
 from engine.cycle.reasons import Reason
-from engine.cycle.scoring import CostRanking, cel_score, reverse, strategy_term, with_failed_scores
 from engine.fleet.affinity import untolerated
 from engine.fleet.model import PlacementView, Snapshot, affinity_allows
 from engine.policy import cel

@@ -13,9 +13,9 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Mapping, Sequence
 
-from engine.cycle.jobcache import JobCache
-from engine.cycle.jobmodel import PodGroup
-from engine.cycle.jobs import classify
+from engine.cycle.jobs.cache import JobCache
+from engine.cycle.jobs.model import PodGroup
+from engine.cycle.jobs.reading import classify
 from engine.fleet.model import PodShape, Snapshot
 from engine.policy.policyset import PolicySet
 

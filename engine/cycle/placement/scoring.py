@@ -28,9 +28,9 @@ from collections.abc import Mapping, MutableMapping, Sequence
 from fractions import Fraction
 from typing import Any
 
-from engine.cycle import nodes as nodes_of
-from engine.cycle.capacity import ClusterState
-from engine.cycle.jobmodel import PodGroup
+from engine.cycle.jobs.model import PodGroup
+from engine.cycle.placement import nodes as nodes_of
+from engine.cycle.placement.capacity import ClusterState
 from engine.errors import QuantityError, value_type
 from engine.fleet.model import ClusterView
 from engine.policy import cel

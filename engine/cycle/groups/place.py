@@ -16,7 +16,7 @@
 3. The unit is admitted when at least its needed members fit at once (and, with MinMember,
    their quota: when the most members at once are beyond it, the members it counts are
    searched alone); otherwise nothing is taken, and every member gets the same reason with the
-   best attempt per cluster; ``engine.cycle.groups_preempt`` may then find victims that let
+   best attempt per cluster; ``engine.cycle.groups.preempt`` may then find victims that let
    its minimum in as a whole. A running member is never a victim (``groups.preemptible``;
    docs/multi-cluster-training.md).
 """
@@ -28,12 +28,12 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from engine import vectors
-from engine.cycle.capacity import ClusterState
-from engine.cycle.groups import ADMITTED, PENDING, Unit, label, smallest
-from engine.cycle.jobmodel import PendingJob
-from engine.cycle.jobs import pod_key
-from engine.cycle.placement_memo import Candidates
-from engine.cycle.quota import QuotaNode, QuotaTree
+from engine.cycle.groups.formation import ADMITTED, PENDING, Unit, label, smallest
+from engine.cycle.jobs.model import PendingJob
+from engine.cycle.jobs.reading import pod_key
+from engine.cycle.placement.capacity import ClusterState
+from engine.cycle.placement.memo import Candidates
+from engine.cycle.quota.tree import QuotaNode, QuotaTree
 from engine.cycle.reasons import Reason
 from engine.policy.model import AdmitOn
 

@@ -15,8 +15,8 @@ from collections.abc import Hashable, Iterable, Iterator, Mapping
 from typing import Any
 
 from engine import annotations as ann
-from engine.cycle.capacity import ClusterState
-from engine.cycle.quota import QuotaTree
+from engine.cycle.placement.capacity import ClusterState
+from engine.cycle.quota.tree import QuotaTree
 from engine.fleet.model import ClusterView
 from engine.policy.access import Path, Projector
 from engine.policy.policyset import PolicySet

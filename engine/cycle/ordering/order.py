@@ -22,8 +22,8 @@ import operator
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from engine.cycle.jobmodel import PendingJob
-from engine.cycle.quota import ROOT, QuotaNode, QuotaTree
+from engine.cycle.jobs.model import PendingJob
+from engine.cycle.quota.tree import ROOT, QuotaNode, QuotaTree
 
 _ORDER_KEY = operator.attrgetter("order_key")
 

@@ -9,7 +9,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import TypeAlias
 
-from engine.cycle.jobmodel import PodGroup
+from engine.cycle.jobs.model import PodGroup
 from engine.fleet.model import ResourceModel
 
 Shape: TypeAlias = tuple[int, ...]  # amounts of the modelled resources, in model order

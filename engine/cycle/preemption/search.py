@@ -28,7 +28,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from engine.cycle.bounds import (
+from engine.cycle.jobs.model import AdmittedJob, PendingJob
+from engine.cycle.placement.capacity import ClusterState
+from engine.cycle.preemption.bounds import (
     Helping,
     alone,
     could_clear,
@@ -37,10 +39,7 @@ from engine.cycle.bounds import (
     fewest_merged,
     totals_fit,
 )
-from engine.cycle.capacity import ClusterState
-from engine.cycle.jobmodel import AdmittedJob, PendingJob
-from engine.cycle.quota import QuotaNode, QuotaTree
-from engine.cycle.victims import (
+from engine.cycle.preemption.victims import (
     Pool,
     Taking,
     VictimIndex,
@@ -49,6 +48,7 @@ from engine.cycle.victims import (
     put_back,
     reclaimable,
 )
+from engine.cycle.quota.tree import QuotaNode, QuotaTree
 from engine.policy.model import Queue, ReclaimPolicy, WithinQueuePreemption
 
 MOST_VICTIMS = 100  # a job that would need more victims than this waits instead

@@ -14,7 +14,7 @@ import datetime as dt
 from collections.abc import Iterable, Mapping
 
 from engine import annotations as ann
-from engine.cycle.jobmodel import AdmittedJob
+from engine.cycle.jobs.model import AdmittedJob
 from engine.policy.model import PreemptionLimits
 
 

@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from engine import vectors
-from engine.cycle.capacity import ClusterState
-from engine.cycle.jobmodel import AdmittedJob, PendingJob, PodGroup
-from engine.cycle.jobs import pod_key
-from engine.cycle.quota import QuotaNode, QuotaTree
+from engine.cycle.jobs.model import AdmittedJob, PendingJob, PodGroup
+from engine.cycle.jobs.reading import pod_key
+from engine.cycle.placement.capacity import ClusterState
+from engine.cycle.quota.tree import QuotaNode, QuotaTree
 from engine.vectors import Vec
 
 

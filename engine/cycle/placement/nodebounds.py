@@ -28,10 +28,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import NamedTuple
 
 from engine import vectors
-from engine.cycle import nodes as nodes_of
-from engine.cycle.jobmodel import PendingJob, PodGroup
-from engine.cycle.jobs import pod_groups
-from engine.cycle.nodes import Move, Shape
+from engine.cycle.jobs.model import PendingJob, PodGroup
+from engine.cycle.jobs.reading import pod_groups
+from engine.cycle.placement import nodes as nodes_of
+from engine.cycle.placement.nodes import Move, Shape
 from engine.fleet.model import ClusterView
 from engine.resources import Resources
 from engine.vectors import Vec

@@ -36,16 +36,16 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from engine import vectors
-from engine.cycle.capacity import ClusterState
-from engine.cycle.groups import PENDING, Unit, smallest
-from engine.cycle.groups_place import Outcome, Placing, hardness, members_of
-from engine.cycle.jobmodel import AdmittedJob, PendingJob
-from engine.cycle.jobs import pod_key
-from engine.cycle.preemption import MOST_VICTIMS, TRIED, Search, allowed
-from engine.cycle.quota import QuotaNode, QuotaTree
-from engine.cycle.ranking import Searching, victims_rank
+from engine.cycle.groups.formation import PENDING, Unit, smallest
+from engine.cycle.groups.place import Outcome, Placing, hardness, members_of
+from engine.cycle.jobs.model import AdmittedJob, PendingJob
+from engine.cycle.jobs.reading import pod_key
+from engine.cycle.placement.capacity import ClusterState
+from engine.cycle.preemption.ranking import Searching, victims_rank
+from engine.cycle.preemption.search import MOST_VICTIMS, TRIED, Search, allowed
+from engine.cycle.preemption.victims import VictimIndex, put_back, stays_at_guarantee
+from engine.cycle.quota.tree import QuotaNode, QuotaTree
 from engine.cycle.reasons import Reason
-from engine.cycle.victims import VictimIndex, put_back, stays_at_guarantee
 
 BUDGET = 5_000
 """Fit checks one group's victim search may make before it gives up (preempting nobody)."""

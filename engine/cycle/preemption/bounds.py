@@ -9,10 +9,10 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Mapping, Sequence
 
-from engine.cycle.capacity import ClusterState
-from engine.cycle.jobmodel import AdmittedJob, PendingJob
-from engine.cycle.quota import QuotaNode, QuotaTree
-from engine.cycle.victims import VictimIndex
+from engine.cycle.jobs.model import AdmittedJob, PendingJob
+from engine.cycle.placement.capacity import ClusterState
+from engine.cycle.preemption.victims import VictimIndex
+from engine.cycle.quota.tree import QuotaNode, QuotaTree
 
 _UNLIMITED = 1 << 96  # more usage than any fleet has, in milli-units
 

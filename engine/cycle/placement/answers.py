@@ -8,7 +8,7 @@ import functools
 from typing import NamedTuple, TypeAlias
 
 from engine import vectors
-from engine.cycle.jobmodel import PodGroup
+from engine.cycle.jobs.model import PodGroup
 from engine.vectors import Vec
 
 

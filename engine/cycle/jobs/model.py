@@ -1,7 +1,7 @@
 """The cycle's reading of one managed binding, as values: what the SchedulingPolicy says about
 it (``Mapped``), and the job as the cycle schedules it (``PendingJob``), counts it
 (``AdmittedJob``), lets it wait (``Backoff``) or no longer counts it (``Finished``). Built by
-``engine.cycle.jobs``; kept between cycles by ``engine.cycle.jobcache``."""
+``engine.cycle.jobs.reading``; kept between cycles by ``engine.cycle.jobs.cache``."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from engine.cycle.jobvalues import EPOCH
+from engine.cycle.jobs.values import EPOCH
 from engine.cycle.reasons import Reason
 from engine.fleet.model import BindingView
 from engine.policy import cel
@@ -82,7 +82,7 @@ class PendingJob:
     workload_ref: str = ""  # Kind/namespace/name of the template, as decisions name it
     pod_key: tuple = ()  # ``pod_key(pods)``: what caches of fit answers are keyed by
     depends: bool = False  # it declares dependencies (``engine.cycle.dependencies``)
-    grouped: bool = False  # it may be in a co-admission group (``engine.cycle.groups``)
+    grouped: bool = False  # it may be in a co-admission group (``engine.cycle.groups.formation``)
 
 
 @dataclass(frozen=True, slots=True)

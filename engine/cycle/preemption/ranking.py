@@ -15,13 +15,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from engine.cycle.capacity import ClusterState
-from engine.cycle.groups_place import Placing
-from engine.cycle.jobmodel import AdmittedJob, PendingJob
-from engine.cycle.jobs import pod_key
-from engine.cycle.preemption import MOST_VICTIMS, Search, allowed
-from engine.cycle.quota import QuotaNode, QuotaTree
-from engine.cycle.victims import VictimIndex
+from engine.cycle.groups.place import Placing
+from engine.cycle.jobs.model import AdmittedJob, PendingJob
+from engine.cycle.jobs.reading import pod_key
+from engine.cycle.placement.capacity import ClusterState
+from engine.cycle.preemption.search import MOST_VICTIMS, Search, allowed
+from engine.cycle.preemption.victims import VictimIndex
+from engine.cycle.quota.tree import QuotaNode, QuotaTree
 from engine.policy.policyset import PolicySet
 
 EXAMINED = 8  # clusters given the full victim search in one preemption attempt

@@ -27,12 +27,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from engine import vectors
-from engine.cycle import nodes as nodes_of
-from engine.cycle.answers import Answers, Misfit, PodKey, room_text, totals_text
-from engine.cycle.beyond import Beyond
-from engine.cycle.jobmodel import PodGroup
-from engine.cycle.jobs import pod_key
-from engine.cycle.nodes import Move, RoomCounts
+from engine.cycle.jobs.model import PodGroup
+from engine.cycle.jobs.reading import pod_key
+from engine.cycle.placement import nodes as nodes_of
+from engine.cycle.placement.answers import Answers, Misfit, PodKey, room_text, totals_text
+from engine.cycle.placement.beyond import Beyond
+from engine.cycle.placement.nodes import Move, RoomCounts
 from engine.fleet.model import ClusterView, Estimates, PodShape
 from engine.vectors import Vec
 

@@ -17,10 +17,10 @@ from typing import NamedTuple
 
 from engine import annotations as ann
 from engine import untrusted, vectors
-from engine.cycle.jobcache import JobCache
-from engine.cycle.jobmapping import map_job
-from engine.cycle.jobmodel import AdmittedJob, Backoff, Finished, Mapped, PendingJob, PodGroup
-from engine.cycle.jobvalues import EPOCH, JobValues
+from engine.cycle.jobs.cache import JobCache
+from engine.cycle.jobs.mapping import map_job
+from engine.cycle.jobs.model import AdmittedJob, Backoff, Finished, Mapped, PendingJob, PodGroup
+from engine.cycle.jobs.values import EPOCH, JobValues
 from engine.cycle.reasons import Reason
 from engine.fleet.model import BindingView, Snapshot
 from engine.policy.model import AdmitOn, SchedulingPolicy

@@ -21,7 +21,7 @@ demand is the group's), or its pending members get their decision now:
   too few of them can be considered now (in backoff, held back by a dependency, unreadable).
 
 Members already placed count towards the minimum; a group that runs its minimum admits later
-members as they fit. ``engine.cycle.groups_place`` places a unit. Only cycles in which some
+members as they fit. ``engine.cycle.groups.place`` places a unit. Only cycles in which some
 eligible job is in a group do more than one dictionary lookup per job.
 """
 
@@ -32,8 +32,8 @@ from dataclasses import dataclass, field, replace
 
 from engine import annotations as ann
 from engine import untrusted, vectors
-from engine.cycle.jobmodel import AdmittedJob, Mapped, PendingJob
-from engine.cycle.jobs import binding_ref
+from engine.cycle.jobs.model import AdmittedJob, Mapped, PendingJob
+from engine.cycle.jobs.reading import binding_ref
 from engine.cycle.model import Decision, GroupState
 from engine.cycle.reasons import Reason
 from engine.fleet.model import BindingView, Snapshot

@@ -15,10 +15,10 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TypeAlias
 
 from engine import vectors
-from engine.cycle import estimates, nodebounds
-from engine.cycle.answers import Misfit, estimate_text
-from engine.cycle.jobmodel import PodGroup
-from engine.cycle.nodebounds import Never, Upper
+from engine.cycle.jobs.model import PodGroup
+from engine.cycle.placement import estimates, nodebounds
+from engine.cycle.placement.answers import Misfit, estimate_text
+from engine.cycle.placement.nodebounds import Never, Upper
 from engine.fleet.model import ClusterView, PodShape
 from engine.vectors import Vec
 

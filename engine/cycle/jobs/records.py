@@ -1,7 +1,7 @@
 """What a cycle read: one ``JobRecord`` per managed job, ``CycleResult.jobs`` (the types are in
 ``engine.cycle.model``).
 
-The cycle reads every managed binding once (``engine.cycle.jobs``: its queue, tenant and
+The cycle reads every managed binding once (``engine.cycle.jobs.reading``: its queue, tenant and
 priority by the SchedulingPolicy, its demand, where it runs). Callers that need those values
 for jobs the cycle made no decision about (a job admitted by an earlier pass, one in backoff,
 one that finished) read them here rather than reading the binding again with their own cache,
@@ -17,9 +17,9 @@ import datetime as dt
 from collections.abc import Mapping, Sequence
 
 from engine import annotations as ann
-from engine.cycle import groups
-from engine.cycle.jobmodel import AdmittedJob, Backoff, Finished, Mapped, PendingJob
-from engine.cycle.jobs import binding_ref, workload_ref
+from engine.cycle.groups import formation as groups
+from engine.cycle.jobs.model import AdmittedJob, Backoff, Finished, Mapped, PendingJob
+from engine.cycle.jobs.reading import binding_ref, workload_ref
 from engine.cycle.model import ClusterAssignment, GroupState, JobRecord, JobState, JobTable
 from engine.fleet.model import BindingView, Snapshot
 

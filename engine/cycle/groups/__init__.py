@@ -1,0 +1,3 @@
+"""Step 3c of the cycle: co-admission groups. Their members and units (``formation``), placed
+(``place``) and preempting (``preempt``) as a whole.
+"""

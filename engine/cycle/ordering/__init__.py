@@ -1,0 +1,1 @@
+"""Step 4 of the cycle: which job is considered next (queue tiers, weighted fair share, FIFO)."""

@@ -1,0 +1,1 @@
+"""Step 5 of the cycle: hierarchical quota with borrowing and lending."""
