@@ -19,6 +19,7 @@ import yaml
 from engine import annotations as ann
 from engine.cycle import run_cycle
 from engine.cycle.reasons import Action, Reason
+from engine.enforce import plan_pass
 from engine.enforce.lifecycle import Confirm, Reclaim, Review, Started, Trigger, review
 from engine.enforce.memberstatus import status_says_running
 from engine.enforce.plan import Plan, plan, plan_transition
@@ -515,3 +516,33 @@ def test_a_confirm_goes_before_a_started_of_the_same_binding_which_waits_a_pass(
     result = decide(policies, binding)
     assert [type(t) for t in result.started] == [Started]
     assert result.transitions() == (Confirm(REF, ("east",)),)  # one write per binding and pass
+
+
+# -- the pass's plan ----------------------------------------------------------------------------
+
+
+def test_a_pass_plans_the_reclaim_before_the_cycles_decisions_and_keeps_its_order(policies):
+    failed = placed(("east", FAILED, "Unhealthy"))
+    waiting = copy.deepcopy(failed)
+    waiting["metadata"].update(name="next-pytorchjob", uid="u-next")
+    waiting["metadata"]["annotations"] = {ann.QUEUED_AT: stamp(ADMITTED)}
+    waiting["spec"]["clusters"] = []
+    waiting["spec"]["resource"]["name"] = "next"
+    waiting.pop("status")
+    second = template()
+    second["metadata"].update(name="next", uid="u-next-t")
+    objects = [cluster("east"), cluster("west"), failed, waiting, template(), second]
+    snapshot = build_snapshot([("t", o) for o in objects])
+    assert not snapshot.errors, snapshot.errors
+    result = run_cycle(snapshot, policies, NOW)
+    lookup = {REF: failed, "team/next-pytorchjob": waiting}.get
+    todo = plan_pass(snapshot, policies, result, NOW, lookup)
+    (reclaim,) = todo.transitions
+    assert isinstance(reclaim, Reclaim) and reclaim.binding == REF
+    assert [(d.binding, d.action) for d in todo.decisions] == [
+        ("team/next-pytorchjob", Action.ADMIT)
+    ]
+    assert (todo.rollbacks, dict(todo.plans), todo.held) == ((), {}, 0)
+    # the next moment time alone changes a decision, as this snapshot shows it (the requeue's
+    # backoff comes with the next pass's snapshot)
+    assert todo.due == ADMITTED + dt.timedelta(minutes=10)
