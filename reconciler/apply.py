@@ -2,8 +2,9 @@
 
 ``Applier(api_client, mode, clock).apply(decision, binding)`` sends the plan's merge patch with
 the resourceVersion the decision was made on, then (bind mode) the ``Scheduled`` condition on the
-status subresource, then an Event. A 409 is ``Outcome.CONFLICT``: the caller re-reads the binding
-and decides again; nothing is forced or retried blindly. A 404 is ``Outcome.GONE``.
+status subresource, then an Event (on the binding, and on the template the user applied:
+``reconciler.recorder``). A 409 is ``Outcome.CONFLICT``: the caller re-reads the binding and
+decides again; nothing is forced or retried blindly. A 404 is ``Outcome.GONE``.
 ``transition(change, binding)`` writes a lifecycle transition (:mod:`engine.enforce.lifecycle`: a
 job started, requeued or given up) the same way.
 """
@@ -42,6 +43,7 @@ from engine.enforce import (
 from engine.errors import FleetgateError
 from reconciler.adopt import Adoption
 from reconciler.events import event_body
+from reconciler.recorder import TEMPLATE_REASONS, Recorder, template_of
 
 log = logging.getLogger("fleetgate.reconciler")
 
@@ -104,6 +106,11 @@ class Applier:
 
         # what is left of the lease (reconciler.fence): a write's timeout ends inside it
         self.remaining: Callable[[], float] | None = None
+        # the same Events on the template the user applied (reconciler.recorder)
+        self.recorder = Recorder(self.core, self._timeout, self._open)
+
+    def _open(self) -> bool:
+        return self.gate is None or self.gate()
 
     def _timeout(self) -> float:
         if self.remaining is None:
@@ -244,6 +251,9 @@ class Applier:
             answer.release_conn()
         except (ApiException, urllib3.exceptions.HTTPError, OSError) as error:
             log.warning("%s: Event %s not recorded: %s", _ref(binding), writes.event.reason, error)
+        template = template_of(binding)
+        if template is not None and writes.event.reason in TEMPLATE_REASONS:
+            self.recorder.record(template, writes.event, now)
 
     def _patch(
         self, binding: Mapping[str, Any], body: dict[str, Any], status: bool

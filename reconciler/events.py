@@ -1,4 +1,5 @@
-"""core/v1 Events on a binding, the way ``kubectl describe`` lists them."""
+"""core/v1 Events on a binding (and on its template: ``reconciler.recorder``), the way
+``kubectl describe`` lists them."""
 
 from __future__ import annotations
 
@@ -17,12 +18,8 @@ EVENT_MESSAGE_LIMIT = 1024  # what kube-apiserver's event validation allows in a
 def event_body(
     binding: Mapping[str, Any], spec: EventSpec, now: dt.datetime, suffix: str
 ) -> dict[str, Any]:
-    """A core/v1 Event about ``binding`` (its uid and resourceVersion as written); named like
-    client-go's recorder, ``<binding name>.<suffix>``. A cluster-scoped binding's Event goes
-    to ``default``, as client-go does for cluster-scoped objects."""
+    """A core/v1 Event about ``binding`` (its uid and resourceVersion as written)."""
     meta = binding.get("metadata") or {}
-    namespace = meta.get("namespace") or "default"
-    stamp = ann.format_time(now)
     involved = {
         "apiVersion": binding.get("apiVersion", "work.karmada.io/v1alpha2"),
         "kind": binding.get("kind", "ResourceBinding"),
@@ -32,11 +29,25 @@ def event_body(
     }
     if meta.get("namespace"):
         involved["namespace"] = meta["namespace"]
+    return event_for(involved, spec, now, suffix)
+
+
+def event_for(
+    involved: Mapping[str, Any], spec: EventSpec, now: dt.datetime, suffix: str
+) -> dict[str, Any]:
+    """A core/v1 Event about the object ``involved`` refers to; named like client-go's
+    recorder names them, ``<object name>.<suffix>``. A cluster-scoped object's Event goes to
+    ``default``, as client-go does."""
+    namespace = involved.get("namespace") or "default"
+    stamp = ann.format_time(now)
     return {
         "apiVersion": "v1",
         "kind": "Event",
-        "metadata": {"name": f"{meta.get('name', 'binding')}.{suffix}", "namespace": namespace},
-        "involvedObject": involved,
+        "metadata": {
+            "name": f"{involved.get('name') or 'object'}.{suffix}",
+            "namespace": namespace,
+        },
+        "involvedObject": dict(involved),
         "reason": spec.reason,
         "message": untrusted.echo(spec.message, EVENT_MESSAGE_LIMIT - 40),
         "type": spec.type,

@@ -190,7 +190,9 @@ def _preempt(
 
 def _pending(decision: Decision, binding: Mapping[str, Any], policy_version: str) -> Plan:
     """The reason and a message without live numbers or positions (``explain.pending_note``),
-    written only when they differ from what the binding carries: a waiting job's binding is
+    with an Event when the job is first queued (``Queued``), rejected (``Rejected``) or waits
+    for another reason (``Pending``); written only when they differ from what the binding
+    carries: a waiting job's binding is
     not rewritten because its queue moved or the fleet's usage changed (the policy version
     rides along with a write, never causes one). The live message and the position are the
     API's (``/api/v1/jobs``); a ``queue-position`` left by an older fleetgate is removed."""
@@ -207,6 +209,7 @@ def _pending(decision: Decision, binding: Mapping[str, Any], policy_version: str
     if policy_version and current.get(ann.POLICY_VERSION) != policy_version:
         changes[ann.POLICY_VERSION] = policy_version
     event = None
+    said = str(current.get(ann.PENDING, "")).partition(":")[0]
     if decision.action == Action.REJECT and ann.PENDING in changes:
         event = EventSpec("Warning", "Rejected", f"{decision.reason}: {decision.message}")
     elif ann.PENDING not in current:  # the first Pending decision since it (re)entered a queue
@@ -216,6 +219,8 @@ def _pending(decision: Decision, binding: Mapping[str, Any], policy_version: str
             "Queued",
             f"queued in {decision.queue or '?'}{place}: {decision.reason}: {decision.message}",
         )
+    elif said != decision.reason:  # it waits for another reason
+        event = EventSpec("Normal", "Pending", f"{decision.reason}: {decision.message}")
     return Plan(patch=_patch(binding, changes, None), event=event)
 
 

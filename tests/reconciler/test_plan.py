@@ -184,7 +184,7 @@ def test_pending_writes_the_reason_without_live_numbers_then_nothing_while_it_ho
     # its queue moved and the fleet's usage changed: the binding is not rewritten
     moved = decision(Action.PENDING, Reason.WAITING_FOR_QUOTA, "2 gpu more needed", position=1)
     assert plan(moved, suspended(notes=notes), "bind", NOW) == Plan()
-    # a new reason is written, without an Event (only the first Pending decision says Queued)
+    # a new reason is written, with a Pending Event (the first Pending decision said Queued)
     fits = plan(
         decision(Action.PENDING, Reason.NO_CLUSTER_FITS, "none of 3 candidate clusters…"),
         suspended(notes=notes),
@@ -195,7 +195,17 @@ def test_pending_writes_the_reason_without_live_numbers_then_nothing_while_it_ho
     assert fits.patch["metadata"]["annotations"] == {
         ann.PENDING: "NoClusterFits: no candidate cluster has room for the job now"
     }
-    assert fits.event is None
+    assert fits.event == EventSpec(
+        "Normal", "Pending", "NoClusterFits: none of 3 candidate clusters…"
+    )
+    # the same reason with another message is written (the note changed), without an Event
+    now_fits = {
+        **notes,
+        ann.PENDING: "NoClusterFits: no candidate cluster has room for the job now",
+    }
+    other = decision(Action.PENDING, Reason.NO_CLUSTER_FITS, "why", note="another note")
+    changed = plan(other, suspended(notes=now_fits), "bind", NOW)
+    assert changed.patch is not None and changed.event is None
 
 
 def test_pending_removes_a_queue_position_an_older_fleetgate_wrote() -> None:

@@ -36,6 +36,8 @@ from tests.conftest import REPO
 from tests.reconciler.conftest import time_limit
 from tests.reconciler.test_loop import NS, _snapshot_items, conditions
 from tests.reconciler.test_requeue_e2e import clock, custom, faults, karmada  # noqa: F401
+from tests.sandbox.conftest import kubeconfig  # noqa: F401
+from tests.sandbox.test_sandbox_cli import kubectl
 
 TEST_SECONDS = 60
 BINDINGS = ("work.karmada.io", "v1alpha2", "resourcebindings")
@@ -557,3 +559,34 @@ def test_a_namespace_may_use_a_queue_only_once_its_labels_match_the_selector(
     core.patch_namespace(NS, {"metadata": {"labels": {"tenant": "ml"}}})
     summary = step(karmada, rec, custom)
     assert admitted_by_queue(summary) == {"prod": 1}, summary.applied_to
+
+
+# -- 3. the story on the user's own job ---------------------------------------------------------
+
+
+def test_kubectl_describe_of_a_job_that_waited_shows_it_queued_then_admitted(
+    tmp_path, custom, karmada, reconciler_over, clock, kubeconfig
+):
+    # catches: Events only on the ResourceBinding (kubectl describe of the PyTorchJob the user
+    # applied ends with "Events: <none>"), or Events about the template under a wrong uid
+    policies = write_policies(tmp_path / "policies", {A: {"max": {"nvidia.com/gpu": 8}}})
+    refs = [gpu_job(custom, name, A) for name in ("one", "two")]  # 8 GPUs each: one at a time
+    karmada.run_once()
+    rec = reconciler_over(policies)
+    step(karmada, rec, custom)
+    waiting = [r for r in refs if not bound(custom, NS, r)["spec"].get("clusters")]
+    assert len(waiting) == 1, waiting
+    name = waiting[0].removesuffix("-pytorchjob")
+    running(karmada, rec, custom, clock)
+    finish_round(karmada, clock)
+    step(karmada, rec, custom)
+    assert bound(custom, NS, waiting[0])["spec"].get("clusters")
+
+    described = kubectl(kubeconfig, "describe", "pytorchjob", "-n", NS, name)
+    assert described.returncode == 0, described.stderr
+    events = described.stdout.partition("Events:")[2]
+    lines = [line.split() for line in events.splitlines() if "fleetgate" in line]
+    reasons = [line[1] for line in lines]
+    assert reasons[:2] == ["Queued", "Admitted"], events
+    assert f"queued in {A} at position 1: WaitingForQuota" in events
+    assert all(line[0] == "Normal" for line in lines[:2])
