@@ -184,6 +184,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     bench.set_defaults(handler=_bench)
 
+    from fleetgate.livecli import add_parsers as add_live_parsers
+
+    add_live_parsers(commands)  # jobs, queues, describe: the live fleet
     from webhook.cli import add_parser as add_webhook_parser  # argparse only; serving is lazy
 
     add_webhook_parser(commands)

@@ -94,6 +94,8 @@ def build_view(result: CycleResult, policies: PolicySet) -> PassView:
         item["state"] = _STATE_OF[d.action]
         record = result.jobs.get(d.binding)
         item.update(_times(record.queued_at if record is not None else None))
+        if record is not None:
+            item["demand"] = vectors.to_json(record.demand)
         entries[d.binding] = JobEntry(d.binding, d.workload, d.queue, str(item["state"]), item, d)
     for record in result.jobs.in_state(JobState.ADMITTED):
         if record.binding not in entries:
@@ -125,7 +127,10 @@ def _admitted_entry(job: JobRecord) -> JobEntry:
         admittedAt=admitted_at,
         inFlight=sorted(job.in_flight),
         usage=vectors.to_json(job.demand),
+        demand=vectors.to_json(job.demand),
     )
+    if job.running_since is not None:
+        item["runningSince"] = ann.format_time(job.running_since)
     item.update(_times(job.queued_at))
     return JobEntry(job.binding, job.workload, job.queue, "admitted", item, decision, decided=False)
 

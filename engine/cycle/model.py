@@ -142,6 +142,7 @@ class JobRecord:
     queued_at: dt.datetime | None = None  # fleetgate.io/queued-at, else the binding's creation
     admitted_at: dt.datetime | None = None
     in_flight: frozenset[str] = frozenset()  # clusters whose status does not show it yet
+    running_since: dt.datetime | None = None  # fleetgate.io/running-since: it runs everywhere
 
 
 class JobTable(Mapping[str, JobRecord]):

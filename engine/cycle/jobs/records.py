@@ -76,6 +76,7 @@ def _records(
             queued_at=queued_at(binding),
             admitted_at=held.admitted_at,
             in_flight=held.in_flight,
+            running_since=ann.parse_time(binding.annotations.get(ann.RUNNING_SINCE, "")),
         )
     for item in (*backoff, *finished):
         binding = item.binding
