@@ -42,6 +42,7 @@ from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
 from reconciler.backoff import Backoff
+from reconciler.problems import PROBLEMS, describe
 from reconciler.resources import Resource
 from reconciler.transport import ResourceClient
 
@@ -114,6 +115,8 @@ class Informer:
         self.version = resource.versions[0]
         self.lists = 0  # complete lists so far (the first one, then each relist)
         self.errors = 0  # errors met (each followed by a backoff)
+        self._problem = ""  # the key of the problem last reported (reconciler.problems)
+        self._server = str(getattr(api_client.configuration, "host", "") or "")
 
     # -- public ------------------------------------------------------------------------------
 
@@ -172,23 +175,36 @@ class Informer:
                         log.warning(AHEAD, *self._where())
                     need_list = True
                     continue
-                self._fail(f"HTTP {error.status} {error.reason}")
+                self._fail(error)
                 need_list = need_list or error.status == NOT_FOUND  # the CRD went away
             # Broad on purpose: the loop is the informer's whole life; a connection reset, a
             # TLS error, a malformed line or a listener's bug must not end watching for good.
             except Exception as error:  # noqa: BLE001
                 if self._stopping.is_set():
                     return  # stop() shut the watch's socket: the error is ours
-                self._fail(f"{type(error).__name__}: {error}")
+                self._fail(error)
 
     def _where(self) -> tuple[str, str]:
         return self.resource.key, self.resource_version
 
-    def _fail(self, why: str) -> None:
+    def _fail(self, error: BaseException) -> None:
+        """A failed list or watch: said once per distinct problem (``reconciler.problems``),
+        then a wait of the backoff."""
         self.errors += 1
         delay = self._backoff.next()
-        log.warning("%s: %s; retrying in %.2fs", self.resource.key, why, delay)
+        what = f"list and watch {self.resource.key}"
+        key, line = describe(error, what, self._server)
+        PROBLEMS.report(key, line)
+        self._problem = key
+        log.debug("%s: %s; retrying in %.2fs", self.resource.key, error, delay)
         self._stopping.wait(delay)
+
+    def _answered(self) -> None:
+        """The API server answered: the backoff starts again, a problem reported is over."""
+        self._backoff.reset()
+        if self._problem:
+            PROBLEMS.over(self._problem, f"{self.resource.key}: the API server answers again")
+            self._problem = ""
 
     def _list(self) -> bool:
         """List every version until one is served; False when none is (404 on each)."""
@@ -234,7 +250,7 @@ class Informer:
             old, self._cache = self._cache, items
             self.resource_version = resource_version
             self.lists += 1
-        self._backoff.reset()
+        self._answered()
         for key, obj in items.items():
             before = old.pop(key, None)
             if before is None or _version(before) != _version(obj):
@@ -306,7 +322,7 @@ class Informer:
             else:
                 raise ValueError(f"unknown watch event type {kind!r}")
             self.resource_version = version or self.resource_version
-        self._backoff.reset()
+        self._answered()
         self._notify(key, None if kind == "DELETED" else obj)
 
     def _notify(self, key: Key, obj: Mapping[str, Any] | None) -> None:

@@ -37,6 +37,7 @@ import urllib3
 from kubernetes.client.exceptions import ApiException
 
 from engine.errors import FleetgateError
+from reconciler.problems import PROBLEMS, describe
 
 log = logging.getLogger("fleetgate.reconciler.leader")
 
@@ -128,6 +129,7 @@ class LeaderElector:
         self._leading = False
         self._renewed = float("-inf")  # clock() at the start of the last successful write
         self._observed: LeaseRecord | None = None
+        self._problem = ""  # the key of the problem last reported (reconciler.problems)
         self._observed_at = float("-inf")
         self._became_leader = threading.Event()
         self._stopping = threading.Event()
@@ -165,9 +167,15 @@ class LeaderElector:
         try:
             taken = self._attempt(started)
         except (ApiException, urllib3.exceptions.HTTPError, OSError) as error:
-            status = getattr(error, "status", "")
-            log.info("lease %s: attempt failed: %s %s", self._ref, status, _short(error))
+            key, line = describe(error, f"take or renew lease {self._ref}")
+            PROBLEMS.report(key, line)
+            self._problem = key
+            log.debug("lease %s: attempt failed: %s", self._ref, _short(error))
             taken = False
+        else:
+            if self._problem:
+                PROBLEMS.over(self._problem, f"lease {self._ref}: the API server answers again")
+                self._problem = ""
         lost = False
         with self._lock:
             if taken:
