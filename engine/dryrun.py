@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from engine import vectors
 from engine.annotations import format_time
-from engine.cycle import CycleResult, Decision, QueueReport, Reason
+from engine.cycle import CycleResult, Decision, JobRecord, QueueReport, Reason
 from engine.fleet.model import SnapshotIssue
 
 
@@ -90,6 +90,64 @@ def find(result: CycleResult, target: str) -> Decision | None:
         if target in (d.binding, kind_free, d.workload):
             return d
     return None
+
+
+def find_job(result: CycleResult, target: str) -> JobRecord | None:
+    """A job the cycle read but decided nothing about (admitted, finished, in backoff), by
+    binding ``ns/name`` or by the job template's ``ns/name``."""
+    for record in result.jobs.values():
+        kind_free = record.workload.split("/", 1)[1] if "/" in record.workload else ""
+        if target in (record.binding, kind_free, record.workload):
+            return record
+    return None
+
+
+def explain_job(result: CycleResult, job: JobRecord) -> str:
+    """A job this cycle decided nothing about: why it is where it is, since when, what it
+    holds, and what could take it off its clusters."""
+    lines = [
+        f"{job.workload}  (binding {job.binding})",
+        f"  queue     {job.queue or '-'}  tenant {job.tenant or '-'}  priority {job.priority}",
+        f"  state     {job.state} (no decision this cycle)",
+    ]
+    if job.clusters:
+        where = ", ".join(f"{c.name} ({c.replicas} pods)" for c in job.clusters)
+        lines.append(f"  clusters  {where}")
+    if job.admitted_at is not None:
+        lines.append(f"  admitted  {format_time(job.admitted_at)}")
+    if job.running_since is not None:
+        lines.append(f"  running   since {format_time(job.running_since)}")
+    elif job.in_flight:
+        lines.append(
+            f"  starting  not running yet on {', '.join(sorted(job.in_flight))}: its room is "
+            "held there until it runs or its startup timeout ends"
+        )
+    held = "; ".join(
+        f"{_short(r)} {vectors.describe(r, v)}"
+        for r, v in sorted(job.demand.items())
+        if r != "pods"
+    )
+    lines.append(f"  holds     {held or '-'}")
+    if job.group_state is not None:
+        g = job.group_state
+        lines.append(
+            f"  group     {g.name}: {g.state}; {g.present} of {g.size} present, min {g.min}"
+        )
+    queue = next((q for q in result.queues if q.name == job.queue), None)
+    if queue is not None and job.state == "Admitted":
+        borrows = any(queue.usage.get(r, 0) > queue.guarantee.get(r, 0) for r in queue.guarantee)
+        lines.append(f"  quota     {_quota(queue)} (used/guarantee/max)")
+        lines.append(
+            "  preempted only by a job of higher priority in its own queue, where the queue's "
+            "preemption allows it"
+            + (
+                "; or reclaimed: its queue borrows beyond its guarantee, so a queue below its "
+                "own guarantee may take this job back (reclaim)"
+                if borrows
+                else "; its queue is within its guarantee, so no other queue may reclaim it"
+            )
+        )
+    return "\n".join(lines)
 
 
 def _quota(q: QueueReport) -> str:

@@ -17,7 +17,7 @@ from typing import Any
 from engine import argtypes
 from engine.errors import PolicyLoadError
 from engine.policy.policyset import PolicySet, load_policy_set
-from fleetgate.snapshotfiles import read_fleet_objects
+from fleetgate.snapshotfiles import add_fleet_arguments, fleet_objects
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
 
@@ -105,9 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
         "decided (the rest are) or --explain names no job, 2 on usage errors.",
     )
     dry_run.add_argument("--policies", type=Path, required=True, metavar="DIR")
-    dry_run.add_argument(
-        "--snapshot", type=Path, nargs="+", required=True, metavar="FILE", dest="snapshot"
-    )
+    add_fleet_arguments(dry_run)
     dry_run.add_argument(
         "--job",
         type=Path,
@@ -144,7 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     diff.add_argument("--base", required=True, metavar="DIR|REV:PATH", help="the policies now")
     diff.add_argument("--head", required=True, metavar="DIR|REV:PATH", help="the proposed ones")
-    diff.add_argument("--snapshot", type=Path, nargs="+", required=True, metavar="FILE")
+    add_fleet_arguments(diff)
     diff.add_argument(
         "--now",
         type=argtypes.rfc3339,
@@ -256,7 +254,7 @@ def _dry_run(args: argparse.Namespace) -> int:
         for issue in err.issues:
             print(issue, file=sys.stderr)
         return EXIT_INVALID
-    objects = read_fleet_objects(args.snapshot)
+    objects = fleet_objects(args)
     if objects is None:
         return EXIT_INVALID
     now = args.now or dt.datetime.now(dt.UTC)
@@ -271,8 +269,12 @@ def _dry_run(args: argparse.Namespace) -> int:
     done = EXIT_INVALID if job_errors else EXIT_OK  # a --job template left undecided
     if args.explain:
         decision = dryrun.find(result, args.explain)
+        job = dryrun.find_job(result, args.explain) if decision is None else None
+        if decision is None and job is not None and args.output == "table":
+            print(dryrun.explain_job(result, job))
+            return done
         if decision is None:
-            print(f"error: no pending job or victim named {args.explain!r}", file=sys.stderr)
+            print(f"error: no job named {args.explain!r} in the snapshot", file=sys.stderr)
             return EXIT_INVALID
         if args.output == "json":
             print(json.dumps(decision.to_json(), indent=2))

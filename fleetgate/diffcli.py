@@ -14,12 +14,11 @@ import os
 import subprocess
 import sys
 import tempfile
-from collections.abc import Sequence
 from pathlib import Path
 
 from engine.errors import FleetgateError, PolicyLoadError
 from engine.policy.policyset import PolicySet, load_policy_set
-from fleetgate.snapshotfiles import read_fleet_objects
+from fleetgate.snapshotfiles import fleet_objects
 
 EXIT_SAME, EXIT_DIFFERENT, EXIT_ERROR = 0, 1, 2
 SIDES = ("base", "head")
@@ -43,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
     errors = [line for _, lines in sides for line in lines]
     for line in errors:
         print(line, file=sys.stderr)
-    snapshot = _read_snapshot(args.snapshot)
+    snapshot = _read_snapshot(args)
     if errors or snapshot is None:
         if errors:
             broken = " and ".join(
@@ -126,12 +125,12 @@ def _git_bytes(*argv: str) -> bytes:
     return done.stdout
 
 
-def _read_snapshot(paths: Sequence[Path]):  # -> Snapshot | None
+def _read_snapshot(args: argparse.Namespace):  # -> Snapshot | None
     """The snapshot, its warnings printed; None (the errors printed) when it cannot be read."""
     from engine.fleet.snapshot import build_snapshot
     from engine.fleet.submit import unbound_templates
 
-    objects = read_fleet_objects(paths)
+    objects = fleet_objects(args)
     if objects is None:
         return None
     snapshot = build_snapshot(objects)

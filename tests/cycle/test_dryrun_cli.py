@@ -99,7 +99,7 @@ def test_explain_by_template_name(capsys: pytest.CaptureFixture[str]) -> None:
 def test_explain_of_an_unknown_job_fails(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run(capsys, "--explain", "research/nope")
     assert code == 1
-    assert "no pending job or victim named 'research/nope'" in err
+    assert "no job named 'research/nope' in the snapshot" in err
 
 
 def test_invalid_policies_exit_1(capsys: pytest.CaptureFixture[str]) -> None:
@@ -181,3 +181,15 @@ def test_malformed_objects_in_a_readable_snapshot_stay_warnings(
     assert code == 0
     [warning] = [line for line in out.splitlines() if line.startswith("warning: ")]
     assert warning.startswith(f"warning: {extra}: Cluster/odd: spec.taints: ")
+
+
+def test_explain_of_a_running_job_says_where_since_when_what_it_holds_and_who_may_take_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, err = run(capsys, "--explain", "research/llama-pretrain")
+    assert code == 0, err
+    assert "PyTorchJob/research/llama-pretrain" in out
+    assert "state     Admitted (no decision this cycle)" in out
+    assert "clusters  gpu-east (3 pods)" in out
+    assert "holds     " in out and "gpu 24" in out
+    assert "preempted only by a job of higher priority in its own queue" in out

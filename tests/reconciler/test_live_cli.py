@@ -14,11 +14,21 @@ from pathlib import Path
 import pytest
 import yaml
 
+from engine.annotations import format_time
 from fleetgate.cli import main as fleetgate
 from sandbox.karmada import KarmadaControllers
 from sandbox.server import Sandbox
-from tests.conftest import require_tool
-from tests.reconciler.test_loop import binding, clock, custom, eventually, fleet_world, submit
+from tests.conftest import REPO, require_tool
+from tests.reconciler.test_loop import (
+    binding,
+    caught_up,
+    clock,
+    custom,
+    eventually,
+    fleet_world,
+    reconciler,
+    submit,
+)
 from tests.reconciler.test_visibility import other_namespace, serve_two_tenants, visibility_url
 from tests.reconciler.test_visibility_e2e import (
     ALICE,
@@ -31,7 +41,7 @@ from tests.reconciler.test_visibility_e2e import (
 )
 from tests.webhook.helpers import write_certificates
 
-__all__ = ["clock", "custom", "fleet_world", "sandbox"]  # fixtures used by name
+__all__ = ["clock", "custom", "fleet_world", "reconciler", "sandbox"]  # fixtures used by name
 
 
 def rows(text: str) -> list[list[str]]:
@@ -159,3 +169,33 @@ def test_an_api_server_without_the_visibility_api_says_what_to_register(
     code, out, err = run(capsys, "queues", "--kubeconfig", str(kubeconfig))
     assert code == 1 and out == ""
     assert "does not serve the visibility API" in err and "APIService" in err, err
+
+
+def test_a_dry_run_of_the_live_fleet_decides_as_the_reconcilers_next_pass(
+    kubeconfig: Path, custom, fleet_world: KarmadaControllers, reconciler, clock,
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    submit(custom, "first", workers=2)
+    submit(custom, "second", workers=3)
+    submit(custom, "third", workers=2)
+    fleet_world.run_once()  # the detector binds them; the webhook holds them
+    caught_up(reconciler, custom)
+    now = clock()
+    saved = tmp_path / "fleet.yaml"
+    code, out, err = run(
+        capsys, "dry-run", "--policies", str(REPO / "policies"), "--kubeconfig", str(kubeconfig),
+        "--now", format_time(now), "-o", "json", "--save-snapshot", str(saved),
+    )  # fmt: skip
+    assert code == 0, err
+    live = json.loads(out)["decisions"]
+    assert {d["binding"] for d in live} >= {f"research/{n}-pytorchjob" for n in ("first", "second")}
+    reconciler.run_once(now)
+    assert reconciler.last_result is not None
+    assert [d.to_json() for d in reconciler.last_result.decisions] == live
+    # what was read, saved, decides the same again offline
+    code, out, err = run(
+        capsys, "dry-run", "--policies", str(REPO / "policies"), "--snapshot", str(saved),
+        "--now", format_time(now), "-o", "json",
+    )  # fmt: skip
+    assert code == 0, err
+    assert json.loads(out)["decisions"] == live
