@@ -1,5 +1,5 @@
-"""``fleetgate jobs``, ``fleetgate queues`` and ``fleetgate describe job``: the live fleet, as the
-user's own kubeconfig lets them see it. Also ``kubectl fleetgate …`` (the ``kubectl-fleetgate``
+"""``fleetgate jobs``, ``queues``, ``clusters`` and ``describe job``: the live fleet, as the user's
+own kubeconfig lets them see it. Also ``kubectl fleetgate …`` (the ``kubectl-fleetgate``
 executable the package installs, found by kubectl's plugin lookup).
 
 Everything is read from the visibility API (``visibility.fleetgate.io/v1alpha1``, served by
@@ -8,6 +8,8 @@ server authenticates the user and RBAC decides what they see: a tenant allowed t
 namespace's jobs sees those, and ``-A`` without leave to list every namespace shows the
 namespace of the kubeconfig's context instead, saying so. The Events of ``describe job`` are
 the core/v1 Events on the user's template, read with the same credentials.
+
+Past 400 lines: four commands that share the connection, the errors and the table.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import yaml
 
 from engine import annotations as ann
 from engine import untrusted
+from engine.quantity import parse_quantity
 
 PREFIX = "/apis/visibility.fleetgate.io/v1alpha1"
 JSON = "application/json"
@@ -64,6 +67,17 @@ def add_parsers(commands: Any) -> None:
     _connection(queues)
     _output(queues)
     queues.set_defaults(handler=run_queues)
+
+    clusters = commands.add_parser(
+        "clusters",
+        help="the member clusters: Ready, GPUs allocatable, allocated and free, and what "
+        "fleetgate admitted there",
+        description="Karmada's Cluster objects (their status, as Karmada reports it) and, per "
+        "cluster, the jobs fleetgate admitted there that you may see.",
+    )
+    _connection(clusters)
+    _output(clusters)
+    clusters.set_defaults(handler=run_clusters)
 
     describe = commands.add_parser(
         "describe",
@@ -288,6 +302,61 @@ def _queues(live: Live, output: str, out: Out) -> int:
 
 def _name(queue: Mapping[str, Any]) -> str:
     return str(queue.get("name") or (queue.get("metadata") or {}).get("name") or "")
+
+
+def run_clusters(args: argparse.Namespace) -> int:
+    return _run(args, lambda live, out: _clusters(live, args.output, out))
+
+
+def _clusters(live: Live, output: str, out: Out) -> int:
+    items = live.get("/apis/cluster.karmada.io/v1alpha1/clusters")["items"]
+    try:
+        jobs = live.get(f"{PREFIX}/jobs")["items"]
+    except _Forbidden:  # the jobs of the context's namespace, then
+        jobs = live.get(f"{PREFIX}/namespaces/{live.namespace}/jobs")["items"]
+    admitted: dict[str, list[float]] = {}
+    for job in jobs:
+        if job.get("state") == "admitted":
+            for placed in job.get("clusters") or ():
+                found = admitted.setdefault(placed["name"], [0, 0.0])
+                found[0] += 1
+                gpus = (job.get("usage") or {}).get(GPU, 0) if len(job["clusters"]) == 1 else 0
+                found[1] += float(gpus)
+    if output in ("json", "yaml"):
+        _dump({"kind": "ClusterList", "items": items}, output, out)
+        return EXIT_OK
+    rows = []
+    for cluster in sorted(items, key=lambda c: c["metadata"]["name"]):
+        name = cluster["metadata"]["name"]
+        status = cluster.get("status") or {}
+        summary = status.get("resourceSummary") or {}
+        total = _amount(summary.get("allocatable"))
+        used = _amount(summary.get("allocated")) + _amount(summary.get("allocating"))
+        ready = next(
+            (c.get("status") for c in status.get("conditions") or () if c.get("type") == "Ready"),
+            "Unknown",
+        )
+        jobs_there, gpus_there = admitted.get(name, [0, 0.0])
+        row = [name, str(ready), _number(total), _number(used), _number(max(0.0, total - used))]
+        row += [str(jobs_there), _number(gpus_there)]
+        if output == "wide":
+            labels = sorted((cluster["metadata"].get("labels") or {}).items())
+            row.append(",".join(f"{k}={v}" for k, v in labels) or "-")
+        rows.append(row)
+    columns = ["CLUSTER", "READY", "GPUS", "ALLOCATED", "FREE", "ADMITTED", "ADMITTED-GPUS"]
+    if output == "wide":
+        columns.append("LABELS")
+    _table(columns, rows, out, "No clusters found.")
+    return EXIT_OK
+
+
+def _amount(resources: Any) -> float:
+    """The GPUs of a ``resourceSummary`` resource list (a quantity: "32", "1k")."""
+    text = (resources or {}).get(GPU) if isinstance(resources, Mapping) else None
+    try:
+        return float(parse_quantity(str(text))) if text is not None else 0.0
+    except ValueError:
+        return 0.0
 
 
 def run_describe(args: argparse.Namespace) -> int:

@@ -123,7 +123,8 @@ def test_each_user_sees_the_live_fleet_that_rbac_allows(
         assert code == 0, err
         assert [(r[0], r[1]) for r in rows(out)] == [("research", "second")]
         code, out, err = run(capsys, "jobs", "--kubeconfig", admin, "-A", "-o", "json")
-        spaces = {i["binding"].split("/")[0] for i in json.loads(out)["items"]}
+        every = json.loads(out)["items"]
+        spaces = {i["binding"].split("/")[0] for i in every}
         assert spaces == {"research", "team-b"}
 
         code, out, err = run(capsys, "queues", "--kubeconfig", admin)
@@ -131,6 +132,17 @@ def test_each_user_sees_the_live_fleet_that_rbac_allows(
         by_queue = {r[0]: r for r in rows(out)}
         used = by_queue["research-training"][1].split("/")[0]
         assert float(used) >= 24 and by_queue["research-training"][6] == "1"  # one pending
+
+        code, out, err = run(capsys, "clusters", "--kubeconfig", admin)
+        assert code == 0, err
+        by_cluster = {r[0]: r for r in rows(out)}
+        assert set(by_cluster) == {"cpu-spot", "gpu-east", "gpu-west"}
+        assert [by_cluster[c][1:3] for c in ("gpu-east", "gpu-west")] == [["True", "32"]] * 2
+        # what the jobs list says is admitted where (first: 24 GPUs), counted per cluster
+        admitted = [i for i in every if i["state"] == "admitted"]
+        assert admitted and sum(int(r[5]) for r in by_cluster.values()) == len(admitted)
+        where = admitted[0]["clusters"][0]["name"]
+        assert by_cluster[where][5:7] == [str(len(admitted)), "24"]
 
         code, out, err = run(capsys, "describe", "job", "research/second", "--kubeconfig", admin)
         assert code == 0, err
