@@ -99,6 +99,9 @@ def api_client(kubeconfig: Path, context: str | None, identity: str) -> kubernet
     except (OSError, ValueError, TypeError, kubernetes.config.ConfigException) as error:
         where = f"{kubeconfig}" + (f" (context {context})" if context else "")
         raise ServeError(f"kubeconfig {where}: {error}") from error
+    # no retries inside urllib3 (each a WARNING line of its own): the informers, the lease and
+    # the passes retry on their own backoffs, and say a problem once (reconciler.problems)
+    configuration.retries = 0
     client = kubernetes.client.ApiClient(configuration)
     client.user_agent = f"{USER_AGENT}/{identity}"
     return client

@@ -98,3 +98,23 @@ def test_informers_that_cannot_reach_the_api_server_say_so_once(caplog):
     unreachable = [m for m in said if "unreachable" in m]
     assert len(unreachable) == 1, said  # 60 failures, one line
     assert f"at http://127.0.0.1:{port}" in unreachable[0]
+
+
+def test_serve_against_a_stopped_api_server_says_each_problem_once(tmp_path):
+    # catches: a warning per retry of every informer and of the lease (401 lines in 12 s)
+    from sandbox.server import Sandbox
+    from tests.reconciler.serveproc import ServeProcess
+
+    with Sandbox() as server:
+        kubeconfig = server.write_kubeconfig(tmp_path / "kubeconfig")
+    log = tmp_path / "serve.log"
+    served = ServeProcess(kubeconfig, "replica-x", log, "--log-level", "DEBUG")
+    try:
+        retries = lambda: log.read_text().count("retrying in")  # noqa: E731
+        eventually(lambda: retries() >= 40, 60)  # 40 failed attempts, counted
+        lines = log.read_text().splitlines()
+        said = [line for line in lines if " WARNING " in line or " ERROR " in line]
+        assert len(said) <= 5, "\n".join(said)
+        assert sum("is unreachable" in line for line in said) == 1, "\n".join(said)
+    finally:
+        served.stop()
