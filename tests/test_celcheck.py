@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import functools
 import itertools
 import sys
 from typing import Any
@@ -54,7 +55,11 @@ CLUSTER = record(
 VARIABLES = {"job": JOB, "cluster": CLUSTER, "now": TIMESTAMP}
 FUNCTIONS = {"quantity": FunctionSig((STRING,), DOUBLE)}
 
-ENV = celpy.Environment(runner_class=celpy.CompiledRunner)
+
+@functools.cache
+def env() -> celpy.Environment:
+    """celpy's compiled runner, made on first use rather than when the suite is collected."""
+    return celpy.Environment(runner_class=celpy.CompiledRunner)
 
 
 def _activation() -> dict[str, Any]:
@@ -98,12 +103,12 @@ def celpy_can_call_quantity(monkeypatch: pytest.MonkeyPatch) -> None:
 def evaluate(expr: str, activation: dict[str, Any] | None = None) -> Any:
     """Evaluate as fleetgate does: cel-python with fleetgate's number comparisons."""
     functions = {"quantity": _quantity, **celnumbers.OPERATORS, **celstrings.FUNCTIONS}
-    program = ENV.program(ENV.compile(expr), functions=functions)
+    program = env().program(env().compile(expr), functions=functions)
     return program.evaluate(_activation() if activation is None else activation)
 
 
 def check_text(expr: str) -> tuple[CelType, list[TypeIssue]]:
-    return check(ENV.compile(expr), VARIABLES, FUNCTIONS)
+    return check(env().compile(expr), VARIABLES, FUNCTIONS)
 
 
 VALID: list[tuple[str, CelType, str]] = [
@@ -451,7 +456,7 @@ def test_every_literal_pair_the_checker_accepts_evaluates_in_celpy(op: str) -> N
     unsound = []
     for left, right in itertools.product(SAMPLE_OPERANDS, repeat=2):
         expr = f"{left} {op} {right}"
-        if check(ENV.compile(expr), {})[1]:
+        if check(env().compile(expr), {})[1]:
             continue
         try:
             evaluate(expr, {})
@@ -497,7 +502,7 @@ def test_operator_issue_points_at_the_operator_on_its_own_line() -> None:
 
 
 def test_functions_argument_is_optional() -> None:
-    assert check(ENV.compile("job.priority > 1"), VARIABLES) == (BOOL, [])
+    assert check(env().compile("job.priority > 1"), VARIABLES) == (BOOL, [])
 
 
 @pytest.mark.parametrize(

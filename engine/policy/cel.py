@@ -14,6 +14,7 @@ used because it measured ~7x faster than the interpreted one (``make bench-cel``
 
 from __future__ import annotations
 
+import functools
 import logging
 import operator
 import sys
@@ -151,7 +152,14 @@ _RUNTIME_FUNCTIONS: Mapping[str, Callable[..., Any]] = {
     "_+_": concatenate,
 }
 
-_ENVIRONMENT = celpy.Environment(runner_class=celtranspile.CompiledRunner)
+
+@functools.cache
+def environment() -> celpy.Environment:
+    """The one celpy Environment, made on first use: making it builds celpy's Lark parser (a
+    quarter of a second, seconds on a busy machine), which importing this module need not pay."""
+    return celpy.Environment(runner_class=celtranspile.CompiledRunner)
+
+
 _BASE_GLOBALS: dict[str, Any] = dict(celpy.evaluation.result.__globals__)
 # Transpiled code names extra functions by module path (engine.policy.cel.quantity).
 for _fn in (*_RUNTIME_FUNCTIONS.values(), celtranspile.select):
@@ -237,7 +245,7 @@ def compile_expression(
 ) -> CelProgram | list[CelIssue]:
     """Parse, type-check, estimate the cost and compile; every issue found, or the program."""
     try:
-        tree = _ENVIRONMENT.compile(text)
+        tree = environment().compile(text)
     except celpy.CELParseError as err:
         line, column = err.line or 1, err.column or 1
         return [CelIssue(line, column, f"CEL syntax error: {_unexpected(text, line, column)}")]
@@ -254,7 +262,7 @@ def compile_expression(
         part = cost.costliest
         return [CelIssue(part.line, part.column, celcost.describe_excess(cost, limits.cost_limit))]
     accesses = access_paths(tree, variables.keys())
-    runner = _ENVIRONMENT.program(tree, functions=dict(_RUNTIME_FUNCTIONS))
+    runner = environment().program(tree, functions=dict(_RUNTIME_FUNCTIONS))
     transpiler = runner.tp
     metered = "_budget" in transpiler.source_text  # it has a comprehension
     return CelProgram(

@@ -102,7 +102,7 @@ def literal_all(n: int) -> str:
 
 def test_a_policy_just_under_the_limit_loads_and_one_just_over_does_not(tmp_path: Path) -> None:
     def cost(n: int) -> int:
-        return celcost.estimate(cel._ENVIRONMENT.compile(literal_all(n)), cel.ADMISSION_VARS).cost
+        return celcost.estimate(cel.environment().compile(literal_all(n)), cel.ADMISSION_VARS).cost
 
     low, high = 1, 1_000  # cost(low) <= limit < cost(high)
     while high - low > 1:
