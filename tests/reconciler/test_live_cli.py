@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -48,6 +49,14 @@ def rows(text: str) -> list[list[str]]:
     """A table's rows under its header, split into cells (cells hold no spaces but MESSAGE)."""
     lines = [line for line in text.splitlines() if line.strip()]
     return [line.split() for line in lines[1:]]
+
+
+def documented_commands() -> list[str]:
+    """The live commands docs/submitting-jobs.md's table shows (its first column's)."""
+    text = (REPO / "docs" / "submitting-jobs.md").read_text()
+    found = re.findall(r"^\| `(fleetgate [a-z]+[^`|]*)` \|", text, flags=re.M)
+    assert len(found) >= 4, found
+    return found
 
 
 def in_namespace(kubeconfig: Path, namespace: str) -> Path:
@@ -152,6 +161,12 @@ def test_each_user_sees_the_live_fleet_that_rbac_allows(
         events = out.partition("Events:")[2]
         assert "Queued" in events and f"position {said['position']}" in events, out
         assert "Explanation:" in out and said["reason"] in out.partition("Explanation:")[2]
+
+        # every command docs/submitting-jobs.md shows, as it shows it (NS/NAME: this job)
+        for command in documented_commands():
+            words = command.replace("NS/NAME", "research/second").split()[1:]
+            code, out, err = run(capsys, *words, "--kubeconfig", admin)
+            assert code == 0 and out.strip(), (command, err)
 
         # the same through kubectl's plugin lookup (kubectl-fleetgate on PATH)
         kubectl = require_tool("kubectl")
