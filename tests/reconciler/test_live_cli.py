@@ -163,9 +163,10 @@ def test_each_user_sees_the_live_fleet_that_rbac_allows(
         assert "Explanation:" in out and said["reason"] in out.partition("Explanation:")[2]
 
         # every command docs/submitting-jobs.md shows, as it shows it (NS/NAME: this job)
+        operator = str(in_namespace(sandbox.write_kubeconfig(tmp_path / "op.yaml"), "research"))
         for command in documented_commands():
             words = command.replace("NS/NAME", "research/second").split()[1:]
-            code, out, err = run(capsys, *words, "--kubeconfig", admin)
+            code, out, err = run(capsys, *words, "--kubeconfig", operator)
             assert code == 0 and out.strip(), (command, err)
 
         # the same through kubectl's plugin lookup (kubectl-fleetgate on PATH)
