@@ -174,6 +174,7 @@ class Reconciler:
 
     def _loop(self) -> None:
         failures = 0
+        unloaded = False  # the last pass found no policy set (said once until one loads)
         # no pass before every informer has listed (client-go's WaitForCacheSync): a snapshot
         # with the Clusters but not yet the placed bindings would see their room free
         while not self.informers.wait_synced(SYNC_POLL):
@@ -198,9 +199,12 @@ class Reconciler:
             try:
                 self.run_once()
                 failures = 0
-            except NoPolicySetError:  # the files never loaded and no last good set: wait
-                log.warning("reconciler: no valid policy set yet; no pass until one loads")
-                self._stopping.wait(min(self.resync, NO_POLICIES_RETRY))
+                unloaded = False
+            except NoPolicySetError:  # the files never loaded and no last good set: look again
+                if not unloaded:
+                    log.warning("reconciler: no valid policy set yet; no pass until one loads")
+                unloaded = True
+                next_resync = time.monotonic() + min(self.resync, NO_POLICIES_RETRY)
             except Exception:  # the next pass starts again from the API state (level-triggered)
                 failures += 1
                 delay = min(ERROR_BACKOFF[0] * 2 ** (failures - 1), ERROR_BACKOFF[1])

@@ -249,7 +249,7 @@ def test_a_follower_keeps_a_warm_cache_and_admits_as_soon_as_it_leads(
         assert not follower.try_acquire_or_renew()
         follower_ticks.advance(15)  # the leader stopped renewing
         assert follower.try_acquire_or_renew()
-        eventually(lambda: bool(binding(custom, "first")["spec"].get("clusters")), 15)
-        eventually(lambda: rec.passes >= 1, 5)  # the pass that wrote it ends
+        eventually(lambda: bool(binding(custom, "first")["spec"].get("clusters")))
+        eventually(lambda: rec.passes >= 1)  # the pass that wrote it ends
     finally:
         rec.stop()

@@ -8,8 +8,9 @@ shared fake clock; only the informers (and the webhook) run on threads.
 from __future__ import annotations
 
 import contextlib
-import time
-from collections.abc import Callable, Iterator
+import shutil
+import threading
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,9 @@ from engine import annotations as ann
 from engine.cycle.explain import pending_note
 from engine.fleet.bindings import job_outcome
 from engine.members import Fleet, load_fleet
+from engine.policy.policyset import PolicySet
 from engine.policy.reload import PolicyHolder
+from reconciler import loop
 from reconciler.loop import Reconciler
 from reconciler.settings import ReconcilerSettings
 from sandbox.faults import Faults
@@ -32,6 +35,7 @@ from sandbox.server import Sandbox
 from tests.conftest import REPO
 from tests.reconciler.conftest import time_limit
 from tests.sandbox.test_webhooks import fleetgate_webhook, pytorchjob, register
+from tests.waiting import eventually, never
 
 TEST_SECONDS = 60
 NS = "research"
@@ -169,14 +173,6 @@ def submit(custom: kubernetes.client.CustomObjectsApi, name: str, workers: int) 
 
 def binding(custom: kubernetes.client.CustomObjectsApi, job: str) -> dict[str, Any]:
     return dict(custom.get_namespaced_custom_object(*RB, f"{job}-pytorchjob"))
-
-
-def eventually(check: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        time.sleep(0.02)
 
 
 def caught_up(rec: Reconciler, custom: kubernetes.client.CustomObjectsApi) -> None:
@@ -343,8 +339,8 @@ def test_the_thread_admits_on_events(
         assert rec.wait_synced(15)
         submit(custom, "first", workers=2)
         fleet_world.run_once()
-        eventually(lambda: bool(binding(custom, "first")["spec"].get("clusters")), 15)
-        eventually(lambda: rec.last is not None and rec.last.applied == 0, 5)
+        eventually(lambda: bool(binding(custom, "first")["spec"].get("clusters")))
+        eventually(lambda: rec.last is not None and rec.last.applied == 0)
     finally:
         rec.stop()
 
@@ -355,22 +351,74 @@ def test_no_pass_runs_before_every_informer_has_listed(
     fleet_world: KarmadaControllers,
     clock: Clock,
 ):
-    faults = Faults(seed=1).attach(sandbox)
-    faults.delay_requests(2.0, method="GET", path="/priorityclasses$", count=1)  # one slow list
+    listing, release = threading.Event(), threading.Event()
+
+    def hold_the_priority_class_list(method: str, path: str, query: dict[str, str]) -> None:
+        if method == "GET" and path.endswith("/priorityclasses") and query.get("watch") != "true":
+            listing.set()
+            release.wait(TEST_SECONDS)  # served once the test lets it go
+
+    sandbox.request_hooks.insert(0, hold_the_priority_class_list)
     holder = PolicyHolder.for_paths([REPO / "policies"])
     assert holder.reload(), holder.status.errors
     rec = Reconciler(
-        api_client, holder, ReconcilerSettings(request_timeout=10, debounce=0.05), clock=clock
+        api_client, holder, ReconcilerSettings(request_timeout=30, debounce=0.05), clock=clock
     )
     try:
         rec.start()
-        time.sleep(1.0)
+        assert listing.wait(TEST_SECONDS)
+        others = [i for key, i in rec.informers.informers.items() if "priorityclasses" not in key]
+        eventually(lambda: all(i.synced.is_set() for i in others), what="the other lists")
+        rec.wake()  # an event: a loop that did not wait for every list would pass now
+        never(lambda: rec.passes > 0, what="a pass before the PriorityClasses are listed")
         assert not rec.wait_synced(0)
-        assert rec.passes == 0  # the Clusters and bindings are listed, the PriorityClasses not
-        assert rec.wait_synced(10)
-        deadline = time.monotonic() + 10
-        while rec.passes == 0 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert rec.passes > 0
+        release.set()
+        assert rec.wait_synced(TEST_SECONDS)
+        eventually(lambda: rec.passes > 0, what="the first pass")
+    finally:
+        release.set()
+        rec.stop()
+
+
+class CountedLooks:
+    """A PolicyHolder whose ``current`` (read once at the start of each pass) is counted."""
+
+    def __init__(self, holder: PolicyHolder) -> None:
+        self.holder = holder
+        self.looks = 0
+
+    @property
+    def current(self) -> PolicySet:
+        self.looks += 1
+        return self.holder.current
+
+
+def test_with_no_policy_set_the_loop_keeps_looking_and_passes_once_one_loads(
+    fleet_world: KarmadaControllers,
+    api_client: kubernetes.client.ApiClient,
+    clock: Clock,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+):
+    monkeypatch.setattr(loop, "NO_POLICIES_RETRY", 0.05)
+    policies = tmp_path / "policies"
+    shutil.copytree(REPO / "policies", policies)
+    queues = policies / "queues.yaml"
+    good = queues.read_text()
+    queues.write_text(good.replace("weight: ", "weight: heavy # ", 1))
+    holder = PolicyHolder.for_paths([policies])
+    assert not holder.reload()
+    counted = CountedLooks(holder)
+    # a resync far beyond the test's bound: with no event, only the loop's own looks for a
+    # policy set (every NO_POLICIES_RETRY) can start a pass
+    settings = ReconcilerSettings(request_timeout=30, debounce=0.05, resync=3600)
+    rec = Reconciler(api_client, counted, settings, clock=clock)  # type: ignore[arg-type]
+    try:
+        rec.start()
+        eventually(lambda: counted.looks >= 10, what="ten looks for a policy set")
+        assert rec.passes == 0
+        queues.write_text(good)
+        assert holder.reload(), holder.status.errors  # nothing wakes the loop
+        eventually(lambda: rec.passes > 0, what="a pass once the policies loaded")
     finally:
         rec.stop()
