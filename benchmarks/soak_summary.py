@@ -47,10 +47,11 @@ def summarize(
         for name in ("fleetgate_policy_reloads_total", "fleetgate_policy_reload_failures_total")
     )
     healthy = after.get("fleetgate_policy_healthy") == 1
-    slow_over = [t for t in everything if t > GOOD_LIMIT_S]
+    limit = args.latency_limit
+    slow_over = [t for t in everything if limit and t > limit]
     failures = []
     if slow_over:
-        failures.append(f"{len(slow_over)} good request(s) took longer than {GOOD_LIMIT_S:g} s")
+        failures.append(f"{len(slow_over)} good request(s) took longer than {limit:g} s")
     if run.good_failures:
         failures.append(f"{sum(run.good_failures.values())} good request(s) not answered 200")
     if server_errors:
@@ -69,6 +70,7 @@ def summarize(
             "slowloris": args.slow,
             "idle_tls": args.idle,
             "rewrite_every_s": args.rewrite_every,
+            "latency_limit_s": limit or None,
         },
         "requests": {
             "good": {name: len(times) for name, times in sorted(run.good.items())},
