@@ -16,13 +16,13 @@ import pytest
 import urllib3
 from kubernetes.client.rest import ApiException
 
+import sandbox.clock as sandbox_clock
 from sandbox.clock import ManualClock, ScaledClock
 from sandbox.errors import StatusError
 from sandbox.faultclient import FaultClient, FaultClientError
 from sandbox.faults import NOT_READY, UNREACHABLE, Faults
 from sandbox.server import Sandbox
-
-PATIENCE_S = 10.0
+from tests.waiting import PATIENCE_S
 
 
 @pytest.fixture
@@ -63,11 +63,26 @@ def test_an_injected_429_carries_retry_after(kubeconfig, faults):
         core.list_namespaced_config_map("default")
 
 
-def test_the_default_client_waits_retry_after_and_tries_again(core, faults):
+class RecordedSleeps:
+    """The ``time`` module as one module sees it, its sleeps recorded (and slept)."""
+
+    def __init__(self) -> None:
+        self.slept: list[float] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(time, name)
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        time.sleep(seconds)
+
+
+def test_the_default_client_waits_retry_after_and_tries_again(core, faults, monkeypatch):
+    recorded = RecordedSleeps()
+    monkeypatch.setattr(urllib3.util.retry, "time", recorded)
     rule = faults.fail_requests(429, path="/configmaps", retry_after=1, count=1)
-    started = time.monotonic()
     core.list_namespaced_config_map("default")  # 429, then (urllib3's retry) 200
-    assert time.monotonic() - started >= 1
+    assert recorded.slept == [1]  # the seconds Retry-After asked for
     assert rule not in {r["id"] for r in faults.describe()["rules"]}
 
 
@@ -239,11 +254,13 @@ def test_cluster_and_job_faults_notify_subscribers():
     assert heard[1][1] == {"cluster": "gpu-west", "state": None}
 
 
-def test_a_scaled_clock_runs_faster_than_real_time():
+def test_a_scaled_clock_runs_faster_than_real_time(monkeypatch):
+    recorded = RecordedSleeps()
+    monkeypatch.setattr(sandbox_clock, "time", recorded)
     clock = ScaledClock(speed=100)
-    before, started = clock.now(), time.monotonic()
+    before = clock.now()
     clock.sleep(5)  # 5 clock seconds: 0.05 s of real time
-    assert time.monotonic() - started < 1
+    assert recorded.slept == [0.05]
     assert clock.now() - before >= dt.timedelta(seconds=5)
     stop = threading.Event()
     stop.set()

@@ -5,7 +5,6 @@ from __future__ import annotations
 import http.client
 import json
 import threading
-import time
 from pathlib import Path
 
 import kubernetes
@@ -16,6 +15,9 @@ from kubernetes import watch
 from sandbox import Sandbox, StatusError, Store
 from sandbox.admission import AdmissionRequest
 from sandbox.errors import status
+from tests.waiting import PATIENCE_S
+
+WATCH_S = 10 * int(PATIENCE_S)  # a watch's own timeout, far beyond any wait here
 
 
 def test_stop_ends_live_watches_promptly(tmp_path: Path):
@@ -26,22 +28,20 @@ def test_stop_ends_live_watches_promptly(tmp_path: Path):
         config_file=str(server.write_kubeconfig(tmp_path / "kc")), client_configuration=config
     )
     core = kubernetes.client.CoreV1Api(kubernetes.client.ApiClient(config))
-    ended = threading.Event()
+    opened, ended = threading.Event(), threading.Event()
 
     def consume() -> None:
         try:
-            for _ in watch.Watch().stream(core.list_namespace, timeout_seconds=60):
-                pass
+            for _ in watch.Watch().stream(core.list_namespace, timeout_seconds=WATCH_S):
+                opened.set()  # the namespaces that exist: the watch is open
         except (urllib3.exceptions.HTTPError, OSError):
             pass  # the connection was cut: that ends the stream too
         ended.set()
 
     threading.Thread(target=consume, daemon=True).start()
-    time.sleep(0.3)
-    started = time.monotonic()
+    assert opened.wait(PATIENCE_S)
     server.stop(timeout=5)
-    assert ended.wait(5)
-    assert time.monotonic() - started < 5
+    assert ended.wait(PATIENCE_S)  # ended by the stop, long before the watch's own timeout
 
 
 def test_plain_http_for_local_debugging():

@@ -21,10 +21,10 @@ from kubernetes.client.rest import ApiException
 from sandbox.server import Sandbox
 from sandbox.store import Store
 from tests.sandbox.builders import RB_PLURAL, WORK, binding
+from tests.waiting import PATIENCE_S
 
 GROUP, VERSION = WORK
 RESOURCE = f"{RB_PLURAL}.{GROUP}"
-PATIENCE_S = 10.0
 
 
 def client_for(kubeconfig: Path) -> kubernetes.client.ApiClient:
@@ -175,16 +175,18 @@ def test_a_watch_far_ahead_of_the_server_gets_nothing_not_even_bookmarks(
 
 
 def test_a_restart_ends_the_open_watches(sandbox: Sandbox, core: CoreV1Api):
-    ended = threading.Event()
+    opened, ended = threading.Event(), threading.Event()
+    lasts = 10 * int(PATIENCE_S)  # the watch's own timeout: only the restart ends it sooner
 
     def consume() -> None:
         try:
-            for _ in watch.Watch().stream(core.list_namespace, timeout_seconds=int(PATIENCE_S)):
-                pass
+            for _ in watch.Watch().stream(core.list_namespace, timeout_seconds=lasts):
+                opened.set()  # the namespaces that exist: the watch is open
         except Exception:  # noqa: BLE001 - a cut connection ends the stream too
             pass
         ended.set()
 
     threading.Thread(target=consume, daemon=True).start()
+    assert opened.wait(PATIENCE_S)  # else the request could reach the restarted server
     sandbox.restart(Store())
     assert ended.wait(PATIENCE_S)
