@@ -9,7 +9,6 @@ namespace's jobs sees those, and ``-A`` without leave to list every namespace sh
 namespace of the kubeconfig's context instead, saying so. The Events of ``describe job`` are
 the core/v1 Events on the user's template, read with the same credentials.
 
-Past 400 lines: four commands that share the connection, the errors and the table.
 """
 
 from __future__ import annotations
@@ -18,27 +17,20 @@ import argparse
 import datetime as dt
 import json
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 
-import kubernetes
-import urllib3
 import yaml
 
 from engine import annotations as ann
 from engine import untrusted
 from engine.quantity import parse_quantity
+from fleetgate.liveapi import PREFIX, Forbidden, Live, LiveError
 
-PREFIX = "/apis/visibility.fleetgate.io/v1alpha1"
-JSON = "application/json"
 GPU = "nvidia.com/gpu"
 EXIT_OK, EXIT_FAILED = 0, 1
 STATES = ("pending", "admitted", "running", "rejected", "preempted")
 Out = Callable[[str], None]
-
-
-class LiveError(Exception):
-    """What stops a live command, said for its user."""
 
 
 def add_parsers(commands: Any) -> None:
@@ -102,78 +94,6 @@ def _output(parser: argparse.ArgumentParser) -> None:
     )
 
 
-class Live:
-    """GETs with the user's kubeconfig."""
-
-    def __init__(self, kubeconfig: str | None, context: str | None) -> None:
-        configuration = kubernetes.client.Configuration()
-        try:
-            kubernetes.config.load_kube_config(
-                config_file=kubeconfig, context=context, client_configuration=configuration
-            )
-        except (kubernetes.config.ConfigException, OSError, ValueError, yaml.YAMLError) as error:
-            said = " ".join(str(error).split())  # one line, a YAML error's marks too
-            raise LiveError(f"cannot read the kubeconfig: {said}") from error
-        configuration.retries = 0
-        self.api = kubernetes.client.ApiClient(configuration)
-        self.namespace = _context_namespace(kubeconfig, context)
-
-    def get(self, path: str, query: Sequence[tuple[str, str]] = ()) -> dict[str, Any]:
-        try:
-            request = self.api.param_serialize(
-                "GET", path, query_params=list(query), header_params={"Accept": JSON},
-                auth_settings=["BearerToken"],
-            )  # fmt: skip
-            response = self.api.call_api(*request, _request_timeout=30)
-            data = response.read()
-        except (urllib3.exceptions.HTTPError, OSError) as error:
-            raise LiveError(f"cannot reach the API server: {error}") from error
-        if not 200 <= response.status <= 299:
-            raise _refused(response.status, str(response.reason), data, path)
-        try:
-            return dict(json.loads(data or b"{}"))
-        except ValueError as error:
-            raise LiveError(f"{path}: the API server's answer is not JSON") from error
-
-    def close(self) -> None:
-        self.api.close()
-
-
-def _context_namespace(kubeconfig: str | None, context: str | None) -> str:
-    """The namespace of the context used (``default`` when it names none)."""
-    try:
-        contexts, active = kubernetes.config.list_kube_config_contexts(config_file=kubeconfig)
-    except (kubernetes.config.ConfigException, OSError, ValueError, yaml.YAMLError):
-        return "default"
-    chosen = next((c for c in contexts if c.get("name") == context), None) if context else active
-    return str(((chosen or {}).get("context") or {}).get("namespace") or "default")
-
-
-def _refused(status: int, reason: str, body: bytes, path: str) -> LiveError:
-    said = _message(body) or reason
-    if status == 403:
-        return _Forbidden(said)
-    if status == 404 and path.startswith(PREFIX) and not said.endswith("not found"):
-        return LiveError(
-            "this API server does not serve the visibility API (visibility.fleetgate.io): "
-            "register fleetgate serve --visibility-port with its APIService "
-            "(deploy/karmada-apiserver/visibility.yaml)"
-        )
-    return LiveError(f"{status} {reason}: {said}")
-
-
-class _Forbidden(LiveError):
-    pass
-
-
-def _message(body: bytes) -> str:
-    try:
-        found = json.loads(body or b"{}")
-    except ValueError:
-        return ""
-    return str(found.get("message") or "") if isinstance(found, dict) else ""
-
-
 def _run(args: argparse.Namespace, body: Callable[[Live, Out], int]) -> int:
     try:
         live = Live(args.kubeconfig, args.context)
@@ -199,7 +119,7 @@ def _jobs(live: Live, args: argparse.Namespace, out: Out) -> int:
     if every:
         try:
             items = live.get(f"{PREFIX}/jobs")["items"]
-        except _Forbidden as error:
+        except Forbidden as error:
             print(
                 f"fleetgate: you may not list the jobs of every namespace ({error}); "
                 f"the jobs of namespace {namespace}:",
@@ -312,7 +232,7 @@ def _clusters(live: Live, output: str, out: Out) -> int:
     items = live.get("/apis/cluster.karmada.io/v1alpha1/clusters")["items"]
     try:
         jobs = live.get(f"{PREFIX}/jobs")["items"]
-    except _Forbidden:  # the jobs of the context's namespace, then
+    except Forbidden:  # the jobs of the context's namespace, then
         jobs = live.get(f"{PREFIX}/namespaces/{live.namespace}/jobs")["items"]
     admitted: dict[str, list[float]] = {}
     for job in jobs:
@@ -417,7 +337,7 @@ def _events(live: Live, namespace: str, name: str, kind: str) -> list[dict[str, 
     selector = f"involvedObject.name={name},involvedObject.kind={kind}"
     try:
         found = live.get(f"/api/v1/namespaces/{namespace}/events", [("fieldSelector", selector)])
-    except _Forbidden:
+    except Forbidden:
         return []
     items = list(found.get("items") or ())
     return sorted(items, key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or ""))
