@@ -3,7 +3,9 @@ the same while they were read.
 
 Both reload paths are driven on real files: the webhook's poller (``webhook.poll.policy_poller``,
 as ``fleetgate webhook`` wires it) and the engine's watcher (``PolicyWatcher``). Every version
-made live is recorded by the holder. Each wait polls every 20 ms and gives up after 10 s.
+made live is recorded by the holder. Each wait polls every 20 ms and gives up after
+``tests.waiting.PATIENCE_S``; nothing is timed (how soon a change loads after it settles is
+checked on injected clocks, at the end).
 """
 
 from __future__ import annotations
@@ -22,13 +24,12 @@ from engine.errors import PolicyIssue, PolicyLoadError
 from engine.policy.policyset import PolicySet, load_policy_set
 from engine.policy.reload import PolicyHolder, PolicyWatcher, Settler, policy_fingerprint
 from tests.conftest import REPO, configmap_volume, queue_doc
+from tests.waiting import PATIENCE_S
 from webhook import cli
 from webhook.poll import Poller, policy_poller
 
 SETTLE = 0.3
 POLL_S = 0.02
-PATIENCE_S = 10.0
-MARGIN_S = 1.5  # for a load (~0.1 s) and the poll steps on two busy cores
 
 
 class RecordingHolder(PolicyHolder):
@@ -151,7 +152,7 @@ def test_a_file_rewritten_during_the_read_is_discarded_and_read_again(tmp_path, 
 
 
 @RELOADERS
-def test_a_configmap_swap_reloads_right_after_the_settle_interval(tmp_path, reloader: Reloader):
+def test_a_configmap_swap_reloads_once_to_the_new_set(tmp_path, reloader: Reloader):
     files = {p.name: p.read_text() for p in sorted((REPO / "policies").glob("*.yaml"))}
     files.pop("kustomization.yaml", None)
     volume = configmap_volume(tmp_path / "policies", files, "2025_a")
@@ -165,14 +166,10 @@ def test_a_configmap_swap_reloads_right_after_the_settle_interval(tmp_path, relo
     }
 
     with reloader(holder, volume, SETTLE):
-        time.sleep(0.1)  # let a watcher see the old state settle first
-        swapped_at = time.monotonic()
         configmap_volume(volume, updated, "2025_b")
         wait_until(lambda: holder.current.version != first, "the swapped ConfigMap", holder)
-        took = time.monotonic() - swapped_at
 
-    assert SETTLE <= took <= SETTLE + MARGIN_S, f"reloaded {took:.2f}s after the swap"
-    assert holder.live == [first, load_policy_set([volume]).version]
+    assert holder.live == [first, load_policy_set([volume]).version]  # one reload, the whole
     assert holder.current.queue("research").weight == 3
 
 
@@ -184,8 +181,8 @@ def test_ignored_events_do_not_hold_back_a_settled_change(tmp_path):
     queues = live / "queues.yaml"
     stop = threading.Event()
 
-    def scribble() -> None:
-        deadline = time.monotonic() + PATIENCE_S
+    def scribble() -> None:  # longer than the wait below, unless stopped
+        deadline = time.monotonic() + 2 * PATIENCE_S
         while not stop.is_set() and time.monotonic() < deadline:
             (live / ".queues.yaml.swp").write_text(str(time.monotonic()))
             time.sleep(0.01)
@@ -194,14 +191,13 @@ def test_ignored_events_do_not_hold_back_a_settled_change(tmp_path):
     with PolicyWatcher(holder, [live], settle=SETTLE):
         scribbler.start()
         try:
-            edited_at = time.monotonic()
             queues.write_text(queues.read_text().replace("  weight: 2\n", "  weight: 3\n"))
             wait_until(lambda: holder.current.queue("research").weight == 3, "the edit", holder)
-            took = time.monotonic() - edited_at
+            still_scribbling = scribbler.is_alive()
         finally:
             stop.set()
             scribbler.join(timeout=5)
-    assert took <= SETTLE + MARGIN_S, f"reloaded {took:.2f}s after the edit"
+    assert still_scribbling, "reloaded only once the swap file stopped changing"
 
 
 # --- the pieces alone: injected clocks and loads, no threads ---------------------------------
