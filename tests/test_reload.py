@@ -28,6 +28,7 @@ from engine.policy.reload import (
     policy_change_filter,
 )
 from tests.conftest import REPO, configmap_volume, queue_doc
+from tests.waiting import never
 
 POLL_S = 0.02
 PATIENCE_S = 10.0
@@ -155,7 +156,7 @@ def test_hidden_editor_files_do_not_trigger_a_reload(tmp_path):
         (live / ".queues.yaml.swp").write_text("swap")
         (live / ".#queues.yaml").write_text("lock")
         (live / ".editor.swp.yaml").write_text(queue_doc("research", "weight: -1"))
-        time.sleep(0.5)  # long enough for those events to make a batch of their own
+        never(lambda: watcher.batches > 0, what="a reload for editor files")  # a batch alone
         replace_file(queues, queues.read_text().replace("  weight: 2\n", "  weight: 3\n"))
         wait_until(lambda: holder.current.queue("research").weight == 3, "the edit", holder)
     assert watcher.batches == 1

@@ -38,6 +38,7 @@ from tests.reconciler.test_loop import NS, _snapshot_items, conditions
 from tests.reconciler.test_requeue_e2e import clock, custom, faults, karmada  # noqa: F401
 from tests.sandbox.conftest import kubeconfig  # noqa: F401
 from tests.sandbox.test_sandbox_cli import kubectl
+from tests.waiting import eventually
 
 TEST_SECONDS = 60
 BINDINGS = ("work.karmada.io", "v1alpha2", "resourcebindings")
@@ -98,10 +99,7 @@ def synced(rec: Reconciler, custom) -> None:
             for o in items
         )
 
-    deadline = time.monotonic() + 10
-    while not same():
-        assert time.monotonic() < deadline, "the reconciler's cache did not catch up"
-        time.sleep(0.02)
+    eventually(same, what="the reconciler's cache to catch up")
 
 
 def step(karmada: KarmadaControllers, rec: Reconciler, custom) -> PassSummary:

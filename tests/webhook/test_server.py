@@ -251,10 +251,12 @@ def test_policy_hot_swap_while_requests_are_in_flight(make_app, holder, policy_d
         for thread in threads:
             thread.start()
         for swap in range(swaps):  # second → first → second …, while requests keep coming
-            time.sleep(0.05)
+            answered = len(results) + len(errors)
+            wait_until(lambda n=answered: len(results) + len(errors) > n, "answers between swaps")
             queues.write_text(edited if swap % 2 else original)
             assert holder.reload(), holder.status.errors
-        time.sleep(0.05)
+        answered = len(results) + len(errors)
+        wait_until(lambda: len(results) + len(errors) > answered, "answers after the last swap")
         done.set()
         for thread in threads:
             thread.join(timeout=TIMEOUT_S)
