@@ -16,8 +16,8 @@ up, then for ``--seconds`` runs at once, all against that one process:
   methods; each must be a 4xx (or a 200 denial) and never a 5xx;
 - slow clients: ``--slow`` slowloris connections (one byte a second) and ``--idle`` TCP
   connections that never start the TLS handshake, replaced whenever the server drops one;
-- policy rewrites: every ``--rewrite-every`` seconds admission.yaml becomes a valid variant, then
-  an invalid one, then the original again;
+- policy rewrites: every ``--rewrite-every`` seconds, once the webhook has read the last one,
+  admission.yaml becomes an invalid variant, then a valid one, then the original again;
 - the webhook's RSS (VmRSS) sampled every second.
 
 Prints a summary (``--json``: one JSON document) and exits 1 if a good request took longer than

@@ -174,23 +174,42 @@ def slow_clients(run: Run, slowloris: int, idle: int) -> None:
             run.slow.update(results_local)
 
 
+RELOAD_PATIENCE_S = 60.0  # how long a rewrite may wait to be read before the soak goes on
+
+
 def rewriter(run: Run, policy_dir: Path, every: float) -> None:
-    """admission.yaml: a valid change, an invalid one, the original; every ``every`` seconds."""
+    """admission.yaml: an invalid change, a valid one, the original; every ``every`` seconds,
+    each once the webhook has read the one before (loaded or refused it), so that every
+    rewrite counted was one the webhook saw, however busy the machine."""
     target = policy_dir / "admission.yaml"
     original = target.read_text()
     valid = original.replace("<= 64.0", "<= 96.0").replace("the fleet has 64", "the limit is 96")
     invalid = original.replace("<= 64.0", "<= 64.0 &&")  # a CEL syntax error
-    steps = (("valid", valid), ("invalid", invalid), ("original", original))
+    steps = (("invalid", invalid), ("valid", valid), ("original", original))
+    conn = Connection(run)
     i = 0
     try:
         while not run.stop.wait(every):
             name, text = steps[i % len(steps)]
+            before = reads(conn)
             target.write_text(text)
             with run.lock:
                 run.rewrites[name] += 1
             i += 1
+            deadline = time.monotonic() + RELOAD_PATIENCE_S
+            while reads(conn) == before and time.monotonic() < deadline:
+                time.sleep(0.05)
     finally:
         target.write_text(original)
+        conn.close()
+
+
+def reads(conn: Connection) -> float:
+    """The policy loads the webhook has made, successful or not."""
+    values = metric_values(conn)
+    return values.get("fleetgate_policy_reloads_total", 0.0) + values.get(
+        "fleetgate_policy_reload_failures_total", 0.0
+    )
 
 
 def rss_mb(pid: int) -> float:

@@ -30,7 +30,7 @@ KEYS = (
 
 def test_a_short_soak_passes_and_prints_its_summary() -> None:
     command = [sys.executable, "benchmarks/soak.py", "--seconds", "5", "--clients", "1"]
-    command += ["--slow", "3", "--idle", "3", "--threads", "4", "--rewrite-every", "1.5"]
+    command += ["--slow", "3", "--idle", "3", "--threads", "4", "--rewrite-every", "0.5"]
     command += ["--latency-limit", "0"]
     done = subprocess.run(
         [*command, "--json"], cwd=REPO, capture_output=True, text=True, timeout=300
