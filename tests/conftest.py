@@ -32,6 +32,29 @@ def require_tool(name: str) -> str:
     return path
 
 
+# The longest runs (about 10 s to 90 s each on two idle cores), started first: in a parallel run
+# (make test, pytest-xdist) a worker that began one of them near the end would leave the other
+# cores idle until it finishes. The rest keep pytest's order; a name no longer here costs nothing.
+LONG_RUNS = (
+    "tests/reconciler/test_kill.py",
+    "tests/reconciler/test_chaos.py",
+    "tests/bench/test_cycle_instructions.py",
+    "tests/test_demo.py",
+    "tests/reconciler/test_lastgood.py",
+    "tests/hostile/test_soak.py",
+    "tests/simulate/test_sim_docs.py",
+    "tests/bench/test_e2e_load.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        path = item.nodeid.partition("::")[0]
+        return LONG_RUNS.index(path) if path in LONG_RUNS else len(LONG_RUNS)
+
+    items.sort(key=rank)  # stable: the same order in every worker
+
+
 DOCUMENT = """\
 apiVersion: fleetgate.io/v1alpha1
 kind: {kind}
