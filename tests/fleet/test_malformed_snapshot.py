@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 from typing import Any
 
 import yaml
@@ -23,7 +24,12 @@ KINDS = [
     ("policy.karmada.io/v1alpha1", "ClusterPropagationPolicy"),
     ("scheduling.k8s.io/v1", "PriorityClass"),
 ]
-SNAPSHOT = yaml.safe_load((REPO / "examples" / "fleet-snapshot.yaml").read_text())["items"]
+
+
+@functools.cache
+def snapshot_items() -> list[Any]:
+    """examples/fleet-snapshot.yaml's objects (read when first needed, not at collection)."""
+    return yaml.safe_load((REPO / "examples" / "fleet-snapshot.yaml").read_text())["items"]
 
 
 def build(objects: list[Any]) -> Snapshot:
@@ -48,12 +54,14 @@ def loaded(snapshot: Snapshot) -> set[tuple[str, str, str]]:
     )
 
 
-CLEAN = build(copy.deepcopy(SNAPSHOT))
+@functools.cache
+def clean() -> Snapshot:
+    return build(copy.deepcopy(snapshot_items()))
 
 
 def test_the_clean_snapshot_loads_every_object():
-    assert CLEAN.errors == ()
-    assert loaded(CLEAN) == {identity(obj) for obj in SNAPSHOT}
+    assert clean().errors == ()
+    assert loaded(clean()) == {identity(obj) for obj in snapshot_items()}
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -69,7 +77,7 @@ def test_random_fleet_objects(kind, metadata, spec, status):
 @given(st.data())
 def test_one_mutated_object_leaves_the_others_loaded(data):
     """Junk in one field of one object: the builder reports it and keeps every other object."""
-    objects = copy.deepcopy(SNAPSHOT)
+    objects = copy.deepcopy(snapshot_items())
     index = data.draw(st.integers(0, len(objects) - 1))
     targets = [p for p in paths(objects[index]) if p and p[0] not in ("apiVersion", "kind")]
     target = data.draw(st.sampled_from(targets))
@@ -78,10 +86,10 @@ def test_one_mutated_object_leaves_the_others_loaded(data):
         parent = parent[step]
     parent[target[-1]] = data.draw(json_like)
     snapshot = build(objects)
-    mutated = identity(SNAPSHOT[index])
-    left_out = loaded(CLEAN) - loaded(snapshot)
+    mutated = identity(snapshot_items()[index])
+    left_out = loaded(clean()) - loaded(snapshot)
     assert left_out <= {mutated}, f"{sorted(left_out - {mutated})} lost with {mutated}"
-    renamed = loaded(snapshot) - loaded(CLEAN)  # junk in its name or namespace
+    renamed = loaded(snapshot) - loaded(clean())  # junk in its name or namespace
     if mutated in left_out and not renamed:
         kind = mutated[0]  # issues name a workload by kind.group: Job.batch.volcano.sh/...
         reported = [e for e in snapshot.errors if e.object.split("/")[0].split(".")[0] == kind]

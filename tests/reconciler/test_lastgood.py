@@ -7,6 +7,7 @@ and keep deciding; with no stored set a replica waits, unready, and starts once 
 
 from __future__ import annotations
 
+import functools
 import shutil
 import signal
 from collections.abc import Iterator
@@ -27,7 +28,12 @@ from tests.reconciler.test_loop import binding, clock, custom, eventually, fleet
 __all__ = ["clock", "custom", "fleet_world"]  # fixtures used by name
 
 NAMESPACE = "kube-system"  # ServeProcess's --lease-namespace
-VERSION = load_policy_set([REPO / "policies"]).version
+
+
+@functools.cache
+def version() -> str:
+    """The example policies' version (loaded when first needed, not at collection)."""
+    return load_policy_set([REPO / "policies"]).version
 
 
 @pytest.fixture(autouse=True)
@@ -70,7 +76,7 @@ def test_replicas_started_on_broken_files_keep_deciding_on_the_last_good_set(
         first.wait_ready()
         eventually(lambda: stored(api_client) is not None, 30)  # the leader stored its set
         kept = stored(api_client)
-        assert kept.metadata.annotations[ann.POLICY_VERSION] == VERSION
+        assert kept.metadata.annotations[ann.POLICY_VERSION] == version()
         assert KEY in kept.data
         first.signal(signal.SIGTERM)
         assert first.wait(30) == 0, first.stderr()
@@ -86,7 +92,7 @@ def test_replicas_started_on_broken_files_keep_deciding_on_the_last_good_set(
         for served in replicas:
             served.wait_ready()  # no exit, no crash loop: ready on the stored set
             code, said = served.get("/readyz")
-            assert code == 200 and f"policy version {VERSION}" in said, said
+            assert code == 200 and f"policy version {version()}" in said, said
             assert "the last good set from ConfigMap kube-system/" in said
             assert "queues.yaml" in said  # which file does not load
             assert metric(served, "fleetgate_policy_fallback") == "1.0"
@@ -98,9 +104,9 @@ def test_replicas_started_on_broken_files_keep_deciding_on_the_last_good_set(
         fleet_world.run_once()
         eventually(lambda: bool(binding(custom, "first")["spec"].get("clusters")), 30)
         notes = binding(custom, "first")["metadata"]["annotations"]
-        assert notes[ann.POLICY_VERSION] == VERSION
+        assert notes[ann.POLICY_VERSION] == version()
         # the fallback is never stored as if the files had loaded
-        assert stored(api_client).metadata.annotations[ann.POLICY_VERSION] == VERSION
+        assert stored(api_client).metadata.annotations[ann.POLICY_VERSION] == version()
     finally:
         for served in replicas:
             served.stop()
@@ -124,7 +130,7 @@ def test_with_no_stored_set_a_replica_waits_unready_until_the_files_load(
 
         shutil.copy(REPO / "policies" / "queues.yaml", bad / "queues.yaml")  # the fix
         served.wait_ready()
-        assert served.get("/readyz")[1].strip() == f"ready: policy version {VERSION}"
+        assert served.get("/readyz")[1].strip() == f"ready: policy version {version()}"
         eventually(lambda: bool(binding(custom, "first")["spec"].get("clusters")), 30)
     finally:
         served.stop()
