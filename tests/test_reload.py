@@ -31,7 +31,7 @@ from tests.conftest import REPO, configmap_volume, queue_doc
 from tests.waiting import never
 
 POLL_S = 0.02
-PATIENCE_S = 10.0
+PATIENCE_S = 30.0  # a bound against a hang, not a measure
 
 
 def copy_policies(tmp_path: Path) -> Path:

@@ -79,7 +79,7 @@ def test_sigstop_and_sigkill_of_the_leader_mid_burst(world: World, tmp_path: Pat
         by_name = {}
         for name in ("chaos-a", "chaos-b"):
             by_name[name] = start_replica(world, started, name, logs / f"{name}.log")
-        wait_for(lambda: holder(world) in by_name, 30, "a leader")
+        wait_for(lambda: holder(world) in by_name, 120, "a leader")  # two starts
         submitter = Submitter(world, JOBS, "chaos")
         submitter.start()
         restarts = 0

@@ -261,7 +261,7 @@ def start_replica(
 # -- the kill test ----------------------------------------------------------------------------
 
 
-def leads_again(world: World, identity: str, since: int, timeout: float = 60) -> None:
+def leads_again(world: World, identity: str, since: int, timeout: float = 120) -> None:
     """Until the record of writes shows ``identity`` writing the Lease after ``since``."""
     wait_for(
         lambda: any(w.holder == identity for w in world.writes.entries(LEASES, since=since)),

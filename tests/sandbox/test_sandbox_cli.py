@@ -14,7 +14,7 @@ import pytest
 from fleetgate.cli import build_parser
 from tests.conftest import REPO, require_tool
 
-PATIENCE_S = 15.0
+PATIENCE_S = 60.0  # a bound on starting the command and on each wait: it stops a hang
 FLEETGATE = [sys.executable, "-m", "fleetgate"]
 
 

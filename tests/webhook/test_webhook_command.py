@@ -32,7 +32,7 @@ from webhook.poll import Poller, fingerprint
 
 __all__ = ["api_client", "kubeconfig", "sandbox"]  # fixtures used by name
 
-PATIENCE_S = 15.0
+PATIENCE_S = 60.0  # a bound on starting the command and on each wait: it stops a hang
 
 
 def configmap_volume(root: Path, source: Path, stamp: str) -> Path:
@@ -128,7 +128,7 @@ def test_the_command_reloads_edited_policies(tmp_path):
 
 
 def readyz_version(port: int) -> str:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=PATIENCE_S)
     conn.request("GET", "/readyz")
     reply = conn.getresponse()
     reply.read()
@@ -191,7 +191,7 @@ def test_the_command_serves_https_and_stops_cleanly_on_sigterm(tmp_path):
     )
     try:
         context = ssl.create_default_context(cafile=str(ca))
-        conn = http.client.HTTPSConnection("127.0.0.1", port, timeout=5, context=context)
+        conn = http.client.HTTPSConnection("127.0.0.1", port, timeout=PATIENCE_S, context=context)
         conn.request("POST", "/mutate/resourcebindings", json.dumps(review(created_binding())))
         reply = conn.getresponse()
         answer = json.loads(reply.read())
@@ -216,7 +216,7 @@ def test_plain_http_is_logged_loudly(tmp_path):
     )
     assert "INSECURE: --insecure-http serves admission reviews over plain HTTP" in log
     try:
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=PATIENCE_S)
         conn.request("GET", "/readyz")
         assert conn.getresponse().status == 200
         conn.close()
@@ -343,7 +343,7 @@ def test_with_a_kubeconfig_the_command_denies_a_queue_the_namespace_may_not_use(
         for namespace in ("scratch", "research"):
             job = pytorchjob()  # research-training, by its label
             job["metadata"]["namespace"] = namespace
-            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=PATIENCE_S)
             conn.request("POST", "/validate/workloads", json.dumps(review(job)))
             answers[namespace] = json.loads(conn.getresponse().read())["response"]
             conn.close()
