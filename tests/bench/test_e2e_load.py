@@ -33,9 +33,10 @@ def test_every_job_is_decided_and_counted(backlog: bool):
     writes = result["writesPerBinding"]  # from the sandbox's record of who wrote what
     assert writes["dropped"] == 0
     assert writes["admitted"]["bindings"] == result["admitted"]
-    # an admission (spec patch, Scheduled condition, running-since at most); a waiting job's
-    # reason once, again only if the reason changed
-    assert 2 <= writes["admitted"]["max"] <= 3
+    # an admission (spec patch, Scheduled condition, running-since at most), and its reason
+    # once before when it waited a pass first (on a busy machine a job can arrive mid-pass); a
+    # waiting job's reason once, again only if the reason changed
+    assert 2 <= writes["admitted"]["max"] <= 4
     assert writes["waiting"]["median"] == 1
     if backlog:
         assert result["backlog"]["bindings"] == JOBS
