@@ -105,7 +105,7 @@ def test_kubectl_applies_a_pytorchjob_and_watches_it_run(tmp_path: Path):
         assert "Status:" in final and "Conditions:" in final
 
         process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=5) == 0
+        assert process.wait(timeout=DEADLINE_S) == 0
     finally:
         if process.poll() is None:
             process.kill()

@@ -94,7 +94,7 @@ def test_the_sandbox_command_serves_kubectl_and_stops_on_ctrl_c(tmp_path):
         assert (bad.returncode, "expected NAMESPACE/NAME" in bad.stderr) == (1, True)
 
         process.send_signal(signal.SIGINT)
-        assert process.wait(timeout=5) == 0
+        assert process.wait(timeout=PATIENCE_S) == 0
     finally:
         if process.poll() is None:
             process.kill()

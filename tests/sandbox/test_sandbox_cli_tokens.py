@@ -50,7 +50,7 @@ def test_token_file_users_are_authenticated_and_authorized_by_rbac(tmp_path):
         )  # fmt: skip
         assert published.stdout == ca_out.read_text()
         process.send_signal(signal.SIGINT)
-        assert process.wait(timeout=5) == 0
+        assert process.wait(timeout=PATIENCE_S) == 0
     finally:
         if process.poll() is None:
             process.kill()
