@@ -28,7 +28,7 @@ from engine.policy.reload import (
     policy_change_filter,
 )
 from tests.conftest import REPO, configmap_volume, queue_doc
-from tests.waiting import never
+from tests.waiting import eventually, never
 
 POLL_S = 0.02
 PATIENCE_S = 30.0  # a bound against a hang, not a measure
@@ -56,11 +56,7 @@ def replace_file(path: Path, text: str) -> None:
 
 
 def wait_until(condition: Callable[[], bool], what: str, holder: PolicyHolder) -> None:
-    deadline = time.monotonic() + PATIENCE_S
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"gave up after {PATIENCE_S:.0f}s waiting for {what}; {holder.status}")
-        time.sleep(POLL_S)
+    eventually(condition, what=what, detail=lambda: holder.status)
 
 
 # --- the watcher on real files ---------------------------------------------------------------

@@ -17,12 +17,19 @@ PATIENCE_S = 30.0  # seconds before a wait gives up: a guard against hangs, not 
 POLL_S = 0.02  # seconds between looks
 
 
-def eventually(check: Callable[[], bool], timeout: float = PATIENCE_S, what: str = "") -> None:
-    """Return once ``check()`` is true; fail the test if it is still false after ``timeout``."""
+def eventually(
+    check: Callable[[], bool],
+    timeout: float = PATIENCE_S,
+    what: str = "",
+    detail: Callable[[], object] | None = None,
+) -> None:
+    """Return once ``check()`` is true; fail the test if it is still false after ``timeout``
+    (saying ``detail()``, the state then, when given)."""
     deadline = time.monotonic() + timeout
     while not check():
         if time.monotonic() > deadline:
-            raise AssertionError(f"{what or 'condition'} not met within {timeout:g} s")
+            said = f"; {detail()}" if detail is not None else ""
+            raise AssertionError(f"{what or 'condition'} not met within {timeout:g} s{said}")
         time.sleep(POLL_S)
 
 

@@ -24,7 +24,7 @@ from engine.errors import PolicyIssue, PolicyLoadError
 from engine.policy.policyset import PolicySet, load_policy_set
 from engine.policy.reload import PolicyHolder, PolicyWatcher, Settler, policy_fingerprint
 from tests.conftest import REPO, configmap_volume, queue_doc
-from tests.waiting import PATIENCE_S
+from tests.waiting import PATIENCE_S, eventually
 from webhook import cli
 from webhook.poll import Poller, policy_poller
 
@@ -78,11 +78,7 @@ def version_of(directory: Path, queues: str) -> str:
 
 
 def wait_until(condition: Callable[[], bool], what: str, holder: PolicyHolder) -> None:
-    deadline = time.monotonic() + PATIENCE_S
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"gave up after {PATIENCE_S:.0f}s waiting for {what}; {holder.status}")
-        time.sleep(POLL_S)
+    eventually(condition, what=what, detail=lambda: holder.status)
 
 
 @RELOADERS

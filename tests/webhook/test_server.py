@@ -12,7 +12,6 @@ import json
 import shutil
 import ssl
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from typing import Any
 import pytest
 from cryptography import x509
 
+from tests.waiting import eventually
 from tests.webhook.helpers import (
     apply_patch,
     created_binding,
@@ -63,11 +63,7 @@ def call(conn, method: str, path: str, body: Any = None) -> tuple[int, Any, byte
 
 
 def wait_until(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + PATIENCE_S
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"gave up after {PATIENCE_S:.0f}s waiting for {what}")
-        time.sleep(0.02)
+    eventually(condition, what=what)
 
 
 def test_plain_http_serves_every_route(make_app):
