@@ -34,7 +34,6 @@ from webhook.serve import WebhookServer
 MUTATE = "/mutate/resourcebindings"
 VALIDATE = "/validate/workloads"
 TIMEOUT_S = 5.0
-PATIENCE_S = 30.0  # a bound against a hang, not a measure
 
 
 @contextlib.contextmanager
