@@ -36,6 +36,10 @@ class Reason(StrEnum):
     not admitted again until that annotation is removed."""
     UNKNOWN_DEMAND = "UnknownDemand"
     """The job's demand cannot be read from its template or its binding."""
+    WAITING_FOR_TEMPLATE = "WaitingForTemplate"
+    """The job's binding is seen but not its template, and the binding does not carry the
+    demand. Karmada deletes a binding with its template, so this passes: the watch of the
+    template's kind lags the bindings'. Never a rejection."""
     POLICY_EVAL_ERROR = "PolicyEvalError"
     """A SchedulingPolicy expression failed on this job (queue, tenant, priority, gang)."""
     INVALID_QUEUE_NAME = "InvalidQueueName"

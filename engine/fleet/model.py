@@ -222,6 +222,10 @@ class IssueCode(StrEnum):
     """The same object appears more than once; the newest copy was kept."""
     UNKNOWN_DEMAND = "UnknownDemand"
     """A binding whose demand can be read neither from its template nor from the binding."""
+    TEMPLATE_NOT_FOUND = "TemplateNotFound"
+    """A binding whose template is not in the snapshot and whose demand the binding does not
+    carry. Karmada deletes a binding with its template, so in a live fleet this passes: the
+    watch of the template's kind lags the bindings'."""
     UNREADABLE = "Unreadable"
     """A file that cannot be read or parsed, or a document that is not an object."""
     REFUSED = "Refused"

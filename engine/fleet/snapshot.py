@@ -89,7 +89,7 @@ def build_snapshot(
                     path="spec",
                     message=f"demand of {ref_text(key)} unknown: {where}, and the binding has "
                     "neither spec.replicas with spec.replicaRequirements nor spec.components",
-                    code=IssueCode.UNKNOWN_DEMAND,
+                    code=IssueCode.UNKNOWN_DEMAND if template else IssueCode.TEMPLATE_NOT_FOUND,
                 )
             )
         else:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import random
 import textwrap
 from pathlib import Path
@@ -9,9 +10,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from engine.cycle import Action, Reason, run_cycle
 from engine.fleet.files import read_objects
 from engine.fleet.model import IssueCode
 from engine.fleet.snapshot import build_snapshot
+from engine.policy.policyset import load_policy_set
 
 from .builders import (
     as_list,
@@ -27,6 +30,7 @@ from .builders import (
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "fleet-snapshot.yaml"
+NOW = dt.datetime(2025, 3, 10, 10, 0, tzinfo=dt.UTC)
 
 
 def snapshot_of(*objects):
@@ -94,9 +98,19 @@ def test_no_demand_anywhere_is_an_unknown_demand_issue(with_template: bool) -> N
     assert len(snap.bindings) == 1
     assert snap.workload_for(snap.bindings[0]) is None
     [issue] = snap.errors
-    assert issue.code is IssueCode.UNKNOWN_DEMAND
+    # an absent template may still be on its way (a lagging watch); an unread kind never reads
+    assert issue.code is (
+        IssueCode.UNKNOWN_DEMAND if with_template else IssueCode.TEMPLATE_NOT_FOUND
+    )
     assert issue.object == "ResourceBinding/research/mystery-trainingrun"
     assert snap.issues_for(snap.bindings[0].ref) == (issue,)
+    # the cycle rejects a kind it cannot read, and keeps waiting for a template not seen yet
+    [decision] = run_cycle(snap, load_policy_set([REPO / "policies"]), NOW).decisions
+    assert (decision.action, decision.reason) == (
+        (Action.REJECT, Reason.UNKNOWN_DEMAND)
+        if with_template
+        else (Action.PENDING, Reason.WAITING_FOR_TEMPLATE)
+    )
 
 
 def test_malformed_objects_become_issues_and_the_rest_still_load() -> None:

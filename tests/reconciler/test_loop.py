@@ -176,18 +176,28 @@ def binding(custom: kubernetes.client.CustomObjectsApi, job: str) -> dict[str, A
 
 
 def caught_up(rec: Reconciler, custom: kubernetes.client.CustomObjectsApi) -> None:
-    """Wait until the reconciler's binding cache holds what the server holds."""
+    """Wait until the reconciler's caches of bindings and of PyTorchJobs (their templates: the
+    two watches are apart, so either may lag) hold what the server holds."""
 
-    def same() -> bool:
-        served = custom.list_namespaced_custom_object(*RB)["items"]
-        cached = rec.informers["resourcebindings.work.karmada.io"]
+    def same(served: list[dict[str, Any]], informer: str) -> bool:
+        cached = rec.informers[informer]
         return all(
-            (cached.get(NS, b["metadata"]["name"]) or {}).get("metadata", {}).get("resourceVersion")
-            == b["metadata"]["resourceVersion"]
-            for b in served
+            (cached.get(NS, o["metadata"]["name"]) or {}).get("metadata", {}).get("resourceVersion")
+            == o["metadata"]["resourceVersion"]
+            for o in served
         )
 
-    eventually(same)
+    eventually(
+        lambda: (
+            same(
+                custom.list_namespaced_custom_object(*RB)["items"],
+                "resourcebindings.work.karmada.io",
+            )
+            and same(
+                custom.list_namespaced_custom_object(*KUBEFLOW)["items"], "pytorchjobs.kubeflow.org"
+            )
+        )
+    )
 
 
 def conditions(obj: dict[str, Any]) -> dict[str, dict[str, Any]]:

@@ -22,7 +22,7 @@ from engine.cycle.jobs.mapping import map_job
 from engine.cycle.jobs.model import AdmittedJob, Backoff, Finished, Mapped, PendingJob, PodGroup
 from engine.cycle.jobs.values import EPOCH, JobValues
 from engine.cycle.reasons import Reason
-from engine.fleet.model import BindingView, Snapshot
+from engine.fleet.model import BindingView, IssueCode, Snapshot
 from engine.policy.model import AdmitOn, SchedulingPolicy
 from engine.policy.policyset import PolicySet
 from engine.resources import PODS, Resources
@@ -214,7 +214,8 @@ def _pending(
     elif workload is None:
         issues = snapshot.issues_for(binding.ref)
         detail = issues[0].message if issues else "the template is not in the snapshot"
-        problem = (Reason.UNKNOWN_DEMAND, detail)
+        unseen = not issues or issues[0].code is IssueCode.TEMPLATE_NOT_FOUND
+        problem = (Reason.WAITING_FOR_TEMPLATE if unseen else Reason.UNKNOWN_DEMAND, detail)
     elif mapped is None:
         problem = (
             Reason.UNKNOWN_PRIORITY_CLASS,
