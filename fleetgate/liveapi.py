@@ -35,7 +35,9 @@ class Live:
         self.api = kubernetes.client.ApiClient(configuration)
         self.namespace = _context_namespace(kubeconfig, context)
 
-    def get(self, path: str, query: Sequence[tuple[str, str]] = ()) -> dict[str, Any]:
+    def fetch(self, path: str, query: Sequence[tuple[str, str]] = ()) -> tuple[int, str, bytes]:
+        """GET ``path`` as the user: the API server's status, reason and body, whatever the
+        status (``LiveError`` when it cannot be reached)."""
         try:
             request = self.api.param_serialize(
                 "GET", path, query_params=list(query), header_params={"Accept": JSON},
@@ -45,8 +47,12 @@ class Live:
             data = response.read()
         except (urllib3.exceptions.HTTPError, OSError) as error:
             raise LiveError(f"cannot reach the API server: {error}") from error
-        if not 200 <= response.status <= 299:
-            raise _refused(response.status, str(response.reason), data, path)
+        return response.status, str(response.reason), data
+
+    def get(self, path: str, query: Sequence[tuple[str, str]] = ()) -> dict[str, Any]:
+        status, reason, data = self.fetch(path, query)
+        if not 200 <= status <= 299:
+            raise _refused(status, reason, data, path)
         try:
             return dict(json.loads(data or b"{}"))
         except ValueError as error:

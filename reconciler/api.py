@@ -20,10 +20,7 @@ objects: 400 for a bad parameter, 404 for an unknown job or queue, 503 before th
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
-import threading
 from typing import TYPE_CHECKING, Any
 
 from flask import Flask, Response, request
@@ -31,15 +28,12 @@ from werkzeug.exceptions import HTTPException
 
 from engine import untrusted
 from engine.annotations import format_time
-from engine.cycle import CycleResult
-from engine.fleet.model import Snapshot
-from engine.policy.policyset import PolicySet
-from engine.policy.reload import NoPolicySetError
 from reconciler.apiauth import ERRORS as AUTH_ERRORS
 from reconciler.apiauth import OPEN_PATHS, Delegated, attributes_of
-from reconciler.jobsview import STATES, PassView, build_view
+from reconciler.jobsview import PassView
+from reconciler.latest import ApiError, LatestPass
+from reconciler.listing import JobFilter, limit_of, page_of
 from reconciler.metrics import CONTENT_TYPE, ReconcilerMetrics
-from reconciler.preview import Preview, Taken
 from reconciler.visibility import (
     GROUP,
     RequestHeader,
@@ -49,80 +43,9 @@ from reconciler.visibility import (
 )
 
 if TYPE_CHECKING:
-    from reconciler.loop import PassSummary, Reconciler
+    from reconciler.loop import Reconciler
 
 API_VERSION = "fleetgate.io/v1alpha1"
-DEFAULT_LIMIT = 500
-MAX_LIMIT = 1000  # a larger ``limit`` is served as this many, as a Kubernetes server may do
-
-
-class ApiError(Exception):
-    def __init__(self, code: int, reason: str, message: str, **details: Any) -> None:
-        super().__init__(message)
-        self.code, self.reason, self.message, self.details = code, reason, message, details
-
-
-class LatestPass:
-    """The latest pass's result, snapshot and policies, taken together by an observer, and the
-    view of it (built once, on the first request that needs it)."""
-
-    def __init__(self, reconciler: Reconciler) -> None:
-        self._lock = threading.Lock()
-        self._pass: tuple[CycleResult, Snapshot | None, PolicySet] | None = None
-        self._view: PassView | None = None
-        self._preview: tuple[Taken, PassView] | None = None
-        self.reconciler = reconciler
-        self.preview = Preview(reconciler)  # what a follower serves (reconciler.preview)
-        if reconciler.last_result is not None:
-            self._take(reconciler.last_result)
-        reconciler.observers.append(self.observe)
-
-    def observe(self, result: CycleResult, _summary: PassSummary) -> None:
-        self._take(result)
-
-    def _take(self, result: CycleResult) -> None:
-        taken = (result, self.reconciler.last_snapshot, self.reconciler.policies.current)
-        with self._lock:
-            self._pass, self._view = taken, None
-
-    @property
-    def ran(self) -> bool:
-        return self._pass is not None
-
-    @property
-    def policy_version(self) -> str:
-        taken = self._pass
-        return taken[0].policy_version if taken is not None else ""
-
-    def view(self) -> PassView:
-        gate = getattr(self.reconciler, "gate", None)
-        if gate is not None and not gate():  # a follower answers from its own caches
-            return self._follower_view()
-        with self._lock:
-            if self._pass is None:
-                raise ApiError(
-                    503,
-                    "ServiceUnavailable",
-                    "no reconciler pass has run yet on this replica (a follower runs none: "
-                    "the leader's API answers)",
-                )
-            if self._view is None:
-                self._view = build_view(self._pass[0], self._pass[2])
-            return self._view
-
-    def _follower_view(self) -> PassView:
-        if not self.reconciler.wait_synced(0):
-            raise ApiError(
-                503, "ServiceUnavailable", "this replica's caches have not listed everything yet"
-            )
-        try:
-            taken = self.preview.take()
-        except NoPolicySetError as error:
-            raise ApiError(503, "ServiceUnavailable", str(error)) from error
-        with self._lock:
-            if self._preview is None or self._preview[0] is not taken:
-                self._preview = (taken, build_view(taken[0], taken[2]))
-            return self._preview[1]
 
 
 def create_app(
@@ -162,31 +85,20 @@ def create_app(
     @app.get("/api/v1/jobs")
     def jobs() -> Response:
         view = latest.view()
-        queue_name = request.args.get("queue") or ""
-        state = request.args.get("state") or ""
-        namespace = request.args.get("namespace") or ""
-        limit = _limit(request.args.get("limit"))
-        if state and state not in STATES:
-            raise ApiError(400, "BadRequest", f"state {state!r} is not one of {', '.join(STATES)}")
-        if queue_name and view.queue(queue_name) is None:
-            raise _not_found("queue", queue_name)
-        after = _continue_from(request.args.get("continue"), queue_name, state, namespace)
-        queues = view.subtree(queue_name) if queue_name else None
-        matching = [
-            e
-            for e in view.jobs
-            if (queues is None or e.queue in queues)
-            and (not state or e.state == state)
-            and (not namespace or e.ref.split("/", 1)[0] == namespace)
-        ]
-        start = next((i for i, e in enumerate(matching) if e.ref > after), len(matching))
-        page = matching[start : start + limit]
-        rest = len(matching) - start - len(page)
+        args = request.args
+        namespace = args.get("namespace") or ""
+        wanted = JobFilter(
+            queue=args.get("queue") or "", state=args.get("state") or "", namespace=namespace
+        )
+        wanted.check(view)
+        page = page_of(
+            wanted.select(view), wanted, limit_of(args.get("limit")), args.get("continue")
+        )
         meta = _meta(view)
-        if rest:
-            meta["metadata"]["continue"] = _token(page[-1].ref, queue_name, state, namespace)
-            meta["metadata"]["remainingItemCount"] = rest
-        items = [e.item for e in page]
+        if page.token:
+            meta["metadata"]["continue"] = page.token
+            meta["metadata"]["remainingItemCount"] = page.remaining
+        items = [e.item for e in page.items]
         if namespace and auth is not None:  # a tenant's view: no other namespace's job named
             items = [redacted(i, namespace, namespaces_of(view)) for i in items]
         return _json({"kind": "JobList", "apiVersion": API_VERSION, **meta, "items": items})
@@ -280,46 +192,6 @@ def _meta(view: PassView) -> dict[str, Any]:
     }
 
 
-def _limit(text: str | None) -> int:
-    if text is None or text == "":
-        return DEFAULT_LIMIT
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise ApiError(400, "BadRequest", f"limit must be a positive integer, not {text!r}")
-    return min(value, MAX_LIMIT)
-
-
-def _token(after: str, queue: str, state: str, namespace: str) -> str:
-    said = {"after": after, "queue": queue, "state": state}
-    if namespace:
-        said["namespace"] = namespace
-    raw = json.dumps(said, separators=(",", ":"))
-    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
-
-
-def _continue_from(token: str | None, queue: str, state: str, namespace: str) -> str:
-    """The binding after which a continued list starts ('' for the first page)."""
-    if not token:
-        return ""
-    try:
-        decoded = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
-        after = str(decoded["after"])
-        issued = (decoded["queue"], decoded["state"], decoded.get("namespace", ""))
-    except (binascii.Error, ValueError, KeyError, TypeError, AttributeError):
-        raise ApiError(400, "BadRequest", "continue is not a token this API issued") from None
-    if issued != (queue, state, namespace):
-        raise ApiError(
-            400,
-            "BadRequest",
-            f"continue was issued for queue={issued[0]!r} state={issued[1]!r} "
-            f"namespace={issued[2]!r}; repeat those parameters with it",
-        )
-    return after
-
-
 def _not_found(kind: str, name: str) -> ApiError:
     return ApiError(404, "NotFound", f'{kind} "{name}" not found', name=name, kind=kind)
 
@@ -351,7 +223,7 @@ def visibility_app(app: Flask, config: RequestHeader) -> Flask:
     """The aggregated visibility API (``reconciler.visibility``) over the same latest pass as
     ``app`` (an app of :func:`create_app`): one view, two doors."""
     latest: LatestPass = app.config["fleetgate.latest"]
-    served = create_visibility_app(latest.view, config, _answer, _json)
+    served = create_visibility_app(latest, config, _answer, _json)
     served.register_error_handler(ApiError, _api_error)
     served.register_error_handler(HTTPException, _http_error)
     return served

@@ -81,8 +81,37 @@ class PassView:
         }
 
     def detail(self, entry: JobEntry) -> dict[str, Any]:
-        """The listed fields, plus ``explanation``: the text ``dry-run --explain`` prints."""
-        return {**entry.item, "explanation": dryrun.explain(self.result, entry.decision)}
+        """The listed fields, plus ``explanation`` (the text ``dry-run --explain`` prints),
+        ``pods`` (its gang's), ``dependencies`` (each with the state of the job it names, when
+        that job is in the view) and ``groupMembers`` (its co-admission group's jobs)."""
+        found = {**entry.item, "explanation": dryrun.explain(self.result, entry.decision)}
+        record = self.result.jobs.get(entry.ref)
+        if record is None:
+            return found
+        found["pods"] = record.pods
+        found["dependencies"] = [self._dependency(text) for text in record.after]
+        if record.group is not None:
+            found["groupMembers"] = [
+                {"binding": r.binding, "state": self._state_of(r.binding)}
+                for r in self.result.jobs.values()
+                if r.group == record.group
+            ]
+        return found
+
+    def _dependency(self, text: str) -> dict[str, Any]:
+        condition, _, target = text.partition(" ")
+        parts = target.split("/")
+        named = self.find(parts[-2], parts[-1]) if len(parts) >= 2 else None
+        return {
+            "condition": condition,
+            "job": target,
+            "state": named.state if named is not None else None,
+            "binding": named.ref if named is not None else None,
+        }
+
+    def _state_of(self, ref: str) -> str | None:
+        entry = self.by_ref.get(ref)
+        return entry.state if entry is not None else None
 
 
 def build_view(result: CycleResult, policies: PolicySet) -> PassView:

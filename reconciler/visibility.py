@@ -30,9 +30,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import kubernetes
-from flask import Flask, Response, request
+from flask import Flask, Response, redirect, request
 
+from engine import untrusted
+from reconciler import dashboard
+from reconciler.fleetview import NAME as FLEET
 from reconciler.jobsview import PassView
+from reconciler.latest import LatestPass, reserved_by_queue
+from reconciler.listing import field_selector, limit_of, page_of
 
 GROUP = "visibility.fleetgate.io"
 VERSION = "v1alpha1"
@@ -44,6 +49,8 @@ RESOURCES = [
     {"name": "jobs", "singularName": "job", "namespaced": True, "kind": "Job",
      "verbs": ["get", "list"]},
     {"name": "queues", "singularName": "queue", "namespaced": False, "kind": "Queue",
+     "verbs": ["get", "list"]},
+    {"name": "fleets", "singularName": "fleet", "namespaced": False, "kind": "Fleet",
      "verbs": ["get", "list"]},
 ]  # fmt: skip
 
@@ -114,14 +121,15 @@ def caller_of(environ: Mapping[str, Any], config: RequestHeader) -> Caller | Non
 
 
 def create_visibility_app(
-    view: Callable[[], PassView],
+    latest: LatestPass,
     config: RequestHeader,
     answer: Callable[[int, str, str], Response],
     json_response: Callable[[dict[str, Any]], Response],
 ) -> Flask:
-    """The aggregated API over ``view()`` (the API's latest pass). ``answer(code, reason,
+    """The aggregated API over ``latest`` (the API's latest pass). ``answer(code, reason,
     message)`` makes a Status, ``json_response`` a JSON body (``reconciler.api``'s)."""
     app = Flask("fleetgate.visibility")
+    view = latest.view
 
     @app.before_request
     def authenticated() -> Response | None:
@@ -160,6 +168,34 @@ def create_visibility_app(
     def namespace_jobs(namespace: str) -> Response:
         return _jobs(view(), namespace, json_response)
 
+    @app.get(f"{PREFIX}/fleets")
+    def fleets() -> Response:
+        item = {"kind": "Fleet", "apiVersion": GROUP_VERSION, **latest.fleet()}
+        return json_response({"kind": "FleetList", "apiVersion": GROUP_VERSION, "items": [item]})
+
+    @app.get(f"{PREFIX}/fleets/<name>")
+    def fleet(name: str) -> Response:
+        if name != FLEET:
+            said = untrusted.echo(name, 253)
+            return answer(404, "NotFound", f'fleets.{GROUP} "{said}" not found')
+        return json_response({"kind": "Fleet", "apiVersion": GROUP_VERSION, **latest.fleet()})
+
+    @app.get(f"{PREFIX}/dashboard")
+    def dashboard_root() -> Response:
+        return redirect(f"{PREFIX}/dashboard/", 308)
+
+    @app.get(f"{PREFIX}/dashboard/config.json")
+    def dashboard_config() -> Response:  # the caller's namespace is not known here
+        return json_response({"namespace": "", "server": "visibility API"})
+
+    @app.get(f"{PREFIX}/dashboard/")
+    @app.get(f"{PREFIX}/dashboard/<name>")
+    def dashboard_file(name: str = "") -> Response:
+        found = dashboard.asset(name)
+        if found is None:
+            return answer(404, "NotFound", "no such file in the dashboard")
+        return Response(found[0], content_type=found[1], headers=dashboard.HEADERS)
+
     @app.get(f"{PREFIX}/namespaces/<namespace>/jobs/<name>")
     def job(namespace: str, name: str) -> Response:
         current = view()
@@ -172,18 +208,18 @@ def create_visibility_app(
     @app.get(f"{PREFIX}/queues")
     def queues() -> Response:
         current = view()
-        items = [_queue(current, q) for q in current.result.queues]
+        held = reserved_by_queue(current)
+        items = [latest.queue_item(current, q.name, held) for q in current.result.queues]
         return json_response({"kind": "QueueList", "apiVersion": GROUP_VERSION, "items": items})
 
     @app.get(f"{PREFIX}/queues/<name>")
     def queue(name: str) -> Response:
         current = view()
-        report = current.queue(name)
-        if report is None:
-            return answer(404, "NotFound", f'queues.{GROUP} "{name}" not found')
-        return json_response(
-            {"kind": "Queue", "apiVersion": GROUP_VERSION, **_queue(current, report)}
-        )
+        if current.queue(name) is None:
+            said = untrusted.echo(name, 253)
+            return answer(404, "NotFound", f'queues.{GROUP} "{said}" not found')
+        item = latest.queue_item(current, name, reserved_by_queue(current))
+        return json_response({"kind": "Queue", "apiVersion": GROUP_VERSION, **item})
 
     return app
 
@@ -191,16 +227,24 @@ def create_visibility_app(
 def _jobs(
     current: PassView, namespace: str | None, json_response: Callable[[dict[str, Any]], Response]
 ) -> Response:
-    if namespace is None:  # RBAC let the caller list every namespace's jobs
-        items = [e.item for e in current.jobs]
-    else:
+    """A list of jobs, every namespace's (RBAC let the caller list them all) or one's, filtered
+    by ``fieldSelector`` and paged by ``limit`` and ``continue`` (``reconciler.listing``)."""
+    args = request.args
+    wanted = field_selector(args.get("fieldSelector"), namespace or "")
+    wanted.check(current)
+    matching = wanted.select(current)
+    limit = args.get("limit")
+    page = page_of(matching, wanted, limit_of(limit), args.get("continue"))
+    items = [e.item for e in (page.items if limit or args.get("continue") else matching)]
+    if namespace is not None:  # no other namespace's job named
         known = namespaces_of(current)
-        items = [
-            redacted(e.item, namespace, known)
-            for e in current.jobs
-            if e.ref.split("/", 1)[0] == namespace
-        ]
-    return json_response({"kind": "JobList", "apiVersion": GROUP_VERSION, "items": items})
+        items = [redacted(i, namespace, known) for i in items]
+    meta: dict[str, Any] = {"policyVersion": current.result.policy_version}
+    if page.token and (limit or args.get("continue")):
+        meta.update({"continue": page.token, "remainingItemCount": page.remaining})
+    return json_response(
+        {"kind": "JobList", "apiVersion": GROUP_VERSION, "metadata": meta, "items": items}
+    )
 
 
 def namespaces_of(current: PassView) -> frozenset[str]:
@@ -232,8 +276,3 @@ def redacted(value: Any, namespace: str, known: frozenset[str]) -> Any:
     if isinstance(value, list | tuple):
         return [redacted(v, namespace, known) for v in value]
     return value
-
-
-def _queue(current: PassView, report: Any) -> dict[str, Any]:
-    """A queue's aggregate numbers (``/api/v1/queues``'s fields hold no job)."""
-    return {"metadata": {"name": report.name}, **current.queue_json(report)}

@@ -11,6 +11,7 @@ if ! command -v valgrind >/dev/null || ! command -v callgrind_control >/dev/null
 fi
 command -v kubectl >/dev/null || packages+=(kubernetes-client)  # the sandbox and deploy/ tests
 command -v chromium >/dev/null || packages+=(chromium)  # report.html of `fleetgate simulate`
+command -v chromedriver >/dev/null || packages+=(chromium-driver)  # the dashboard's browser tests
 [ "${#packages[@]}" -eq 0 ] && exit 0
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   echo "test tools: installing ${packages[*]}" >&2

@@ -30,7 +30,7 @@ def complete(*words: str) -> list[str]:
     ("words", "wanted"),
     [
         (("fleetgate", "jo"), ["jobs"]),
-        (("fleetgate", "d"), ["demo", "describe", "diff", "dry-run"]),
+        (("fleetgate", "d"), ["dashboard", "demo", "describe", "diff", "dry-run"]),
         (("fleetgate", "jobs", "--all"), ["--all-namespaces"]),
         (("fleetgate", "dry-run", "--save"), ["--save-snapshot"]),
         (("fleetgate", "describe", "j"), ["job"]),

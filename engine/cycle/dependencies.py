@@ -199,6 +199,13 @@ def check(
     return verdicts
 
 
+def written(job: PendingJob) -> tuple[str, ...]:
+    """The job's dependencies as they read (``condition Kind/namespace/name``; a reference
+    that cannot be read is left out: its job is rejected, and says why)."""
+    after, same, _ = _references(job, cross_namespace=True)
+    return tuple(f"{r.condition} {r.target}" for r in (*after, *([same] if same else [])))
+
+
 def _references(
     job: PendingJob, cross_namespace: bool = False
 ) -> tuple[list[Ref], Ref | None, list[str]]:

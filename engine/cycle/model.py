@@ -143,6 +143,9 @@ class JobRecord:
     admitted_at: dt.datetime | None = None
     in_flight: frozenset[str] = frozenset()  # clusters whose status does not show it yet
     running_since: dt.datetime | None = None  # fleetgate.io/running-since: it runs everywhere
+    pods: int = 0  # its gang's pods: pending, what it asks; admitted, what was placed
+    # a pending job's dependencies as read: "condition Kind/namespace/name" (pipelines.md)
+    after: tuple[str, ...] = ()
 
 
 class JobTable(Mapping[str, JobRecord]):

@@ -76,6 +76,21 @@ def call(
         conn.close()
 
 
+def fetch(
+    url: str, path: str, serving_ca: Path, client: tuple[Path, Path], **headers: str
+) -> tuple[int, bytes]:
+    context = ssl.create_default_context(cafile=str(serving_ca))
+    context.load_cert_chain(*map(str, client))
+    host, port = url.removeprefix("https://").rsplit(":", 1)
+    conn = http.client.HTTPSConnection(host, int(port), timeout=10, context=context)
+    try:
+        conn.request("GET", path, headers=headers)
+        answer = conn.getresponse()
+        return answer.status, answer.read()
+    finally:
+        conn.close()
+
+
 def submit_in(custom: kubernetes.client.CustomObjectsApi, namespace: str, name: str) -> None:
     job = pytorchjob(2)
     job["metadata"].update(name=name, namespace=namespace)
@@ -139,7 +154,79 @@ def test_the_visibility_api_answers_only_the_front_proxy_and_one_namespace_at_a_
         assert code == 200 and queues["items"]
         assert all("pending" in q and "items" not in q for q in queues["items"])
         code, discovery = call(url, PREFIX, serving_ca, proxy, **alice)
-        assert {r["name"] for r in discovery["resources"]} == {"jobs", "queues"}
+        assert {r["name"] for r in discovery["resources"]} == {"jobs", "queues", "fleets"}
+
+        # a page at a time, filtered by a fieldSelector, as a Kubernetes list (team-b may not
+        # use research's queues: its job is rejected)
+        eventually(
+            lambda: (
+                [
+                    i["state"]
+                    for i in call(url, f"{PREFIX}/jobs", serving_ca, proxy, **alice)[1]["items"]
+                ]
+                == ["admitted", "rejected"]
+            ),
+            30,
+            detail=lambda: call(url, f"{PREFIX}/jobs", serving_ca, proxy, **alice)[1]["items"],
+        )
+        code, page = call(url, f"{PREFIX}/jobs?limit=1", serving_ca, proxy, **alice)
+        assert [i["binding"] for i in page["items"]] == ["research/first-pytorchjob"]
+        assert page["metadata"]["remainingItemCount"] == 1
+        token = page["metadata"]["continue"]
+        code, rest = call(
+            url, f"{PREFIX}/jobs?limit=1&continue={token}", serving_ca, proxy, **alice
+        )
+        assert [i["binding"] for i in rest["items"]] == ["team-b/theirs-pytorchjob"]
+        assert "continue" not in rest["metadata"]
+        for selector, found in (
+            ("state=admitted", ["research/first-pytorchjob"]),
+            ("metadata.namespace=team-b", ["team-b/theirs-pytorchjob"]),
+            ("kind=PyTorchJob,state==pending", []),
+            ("reason=QueueNotAllowed", ["team-b/theirs-pytorchjob"]),
+        ):
+            code, chosen = call(
+                url, f"{PREFIX}/jobs?fieldSelector={selector}", serving_ca, proxy, **alice
+            )
+            assert code == 200 and [i["binding"] for i in chosen["items"]] == found, selector
+        code, within = call(
+            url, f"{PREFIX}/namespaces/research/jobs?fieldSelector=metadata.namespace=team-b",
+            serving_ca, proxy, **alice,
+        )  # fmt: skip
+        assert code == 200 and within["items"] == []  # another namespace's, inside research's
+        for selector, said in (
+            ("spec.nodeName=x", "is not a known field selector"),
+            ("state!=pending", "only = is served"),
+            ("state=sleeping", "is not one of"),
+        ):
+            code, refused = call(
+                url, f"{PREFIX}/jobs?fieldSelector={selector}", serving_ca, proxy, **alice
+            )
+            assert code == 400 and said in refused["message"], (selector, refused)
+        code, refused = call(
+            url, f"{PREFIX}/jobs?limit=1&continue={token}&fieldSelector=state=pending",
+            serving_ca, proxy, **alice,
+        )  # fmt: skip
+        assert code == 400 and "repeat those parameters" in refused["message"]
+
+        # the fleet: every cluster's numbers and what fleetgate admitted there (first: 24 GPUs)
+        code, fleet = call(url, f"{PREFIX}/fleets/current", serving_ca, proxy, **alice)
+        assert code == 200 and fleet["kind"] == "Fleet" and fleet["policy"]["healthy"]
+        by_name = {c["name"]: c for c in fleet["clusters"]}
+        assert set(by_name) == {"cpu-spot", "gpu-east", "gpu-west"}
+        assert sum(c["admitted"].get("nvidia.com/gpu", 0) for c in by_name.values()) == 24
+        assert all(c["ready"] and c["notReady"] == [] for c in by_name.values())
+        assert call(url, f"{PREFIX}/fleets/other", serving_ca, proxy, **alice)[0] == 404
+        code, fleets = call(url, f"{PREFIX}/fleets", serving_ca, proxy, **alice)
+        assert [f["metadata"]["name"] for f in fleets["items"]] == ["current"]
+        held = {q["metadata"]["name"]: q for q in queues["items"]}
+        assert held["research-training"]["reservations"] == 0
+        assert held["research-training"]["history"]["points"][-1][2] >= 24
+
+        # the dashboard's files, for a user who reaches them through the API server
+        status, page_html = fetch(url, f"{PREFIX}/dashboard/", serving_ca, proxy, **alice)
+        assert status == 200 and b'<script src="app.js"' in page_html
+        status, _ = fetch(url, f"{PREFIX}/dashboard/../api.py", serving_ca, proxy, **alice)
+        assert status == 404
 
         # nobody but the front proxy: no client certificate, a name it does not allow, a
         # certificate of another CA (refused in the handshake), or no user named

@@ -17,6 +17,7 @@ import datetime as dt
 from collections.abc import Mapping, Sequence
 
 from engine import annotations as ann
+from engine.cycle import dependencies
 from engine.cycle.groups import formation as groups
 from engine.cycle.jobs.model import AdmittedJob, Backoff, Finished, Mapped, PendingJob
 from engine.cycle.jobs.reading import binding_ref, workload_ref
@@ -57,10 +58,16 @@ def _records(
             group_state=states.get(job.ref),
             demand=job.demand,
             queued_at=queued_at(job.binding),
+            pods=sum(g.count for g in job.pods),
+            after=dependencies.written(job),
         )
     running = _running_groups(snapshot, admitted)
     for held in admitted:
         binding = held.binding
+        placed = tuple(
+            ClusterAssignment(name, sum(g.count for g in held.pods.get(name, ())) or replicas)
+            for name, replicas in binding.clusters
+        )
         found[held.ref] = JobRecord(
             binding=held.ref,
             workload=workload_ref(binding, snapshot.workload_for(binding)),
@@ -68,15 +75,13 @@ def _records(
             **_mapped(held.mapped),
             group=running[held.ref].name if held.ref in running else None,
             group_state=running.get(held.ref),
-            clusters=tuple(
-                ClusterAssignment(name, sum(g.count for g in held.pods.get(name, ())) or replicas)
-                for name, replicas in binding.clusters
-            ),
+            clusters=placed,
             demand=held.demand,
             queued_at=queued_at(binding),
             admitted_at=held.admitted_at,
             in_flight=held.in_flight,
             running_since=ann.parse_time(binding.annotations.get(ann.RUNNING_SINCE, "")),
+            pods=sum(c.replicas for c in placed),
         )
     for item in (*backoff, *finished):
         binding = item.binding

@@ -1,0 +1,109 @@
+"""Headless Chromium driven by Selenium (Debian's ``chromium`` and ``chromium-driver``), with
+what a test asserts about a page besides its content: what the console said, and every URL
+the page asked for (Chromium's performance log)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from selenium import webdriver
+from selenium.webdriver.chrome.options import Options
+from selenium.webdriver.chrome.service import Service
+
+from tests.conftest import require_tool
+from tests.waiting import eventually_value
+
+# Chromium on a closed network: nothing of its own goes out (the probe's flags), no sandbox as root
+FLAGS = (
+    "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--disable-dev-shm-usage", "--disable-extensions", "--disable-default-apps",
+    "--no-default-browser-check", "--window-size=1400,1000",
+)  # fmt: skip
+
+
+class Browser:
+    def __init__(self, driver: webdriver.Chrome) -> None:
+        self.driver = driver
+        self.requested: list[str] = []
+        self.console: list[dict[str, Any]] = []
+
+    def open(self, url: str) -> None:
+        self.driver.get(url)
+
+    def texts(self, css: str) -> list[str]:
+        """The text of every element ``css`` selects, read at one moment (the page redraws
+        its data every few seconds, so elements found earlier go stale)."""
+        script = "return [...document.querySelectorAll(arguments[0])].map(e => e.textContent)"
+        return [" ".join(str(t).split()) for t in self.driver.execute_script(script, css)]
+
+    def text(self, css: str) -> str:
+        found = self.texts(css)
+        return found[0] if found else ""
+
+    def attributes(self, css: str, name: str) -> list[str]:
+        script = (
+            "return [...document.querySelectorAll(arguments[0])]"
+            ".map(e => e.getAttribute(arguments[1]))"
+        )
+        return [str(v) for v in self.driver.execute_script(script, css, name)]
+
+    def wait_for(self, css: str, timeout: float = 30) -> str:
+        """The text of the first element ``css`` selects, once there is one."""
+        return eventually_value(lambda: next(iter(self.texts(css)), None), timeout)
+
+    def wait_text(self, css: str, wanted: Callable[[str], bool], timeout: float = 30) -> str:
+        return eventually_value(lambda: t if wanted(t := self.text(css)) else None, timeout)
+
+    def collect(self) -> None:
+        """Move what Chromium logged since the last call into ``requested`` and ``console``."""
+        for entry in self.driver.get_log("performance"):
+            message = json.loads(entry["message"])["message"]
+            if message.get("method") == "Network.requestWillBeSent":
+                self.requested.append(message["params"]["request"]["url"])
+        self.console.extend(self.driver.get_log("browser"))
+
+    def errors(self) -> list[str]:
+        """What the page's scripts logged as errors, and the errors they raised."""
+        self.collect()
+        return [
+            str(e.get("message"))
+            for e in self.console
+            if e.get("level") == "SEVERE" and e.get("source") != "network"
+        ]
+
+    def refused(self) -> list[str]:
+        """The requests Chromium logged as failed (a 4xx or 5xx answer, or none)."""
+        self.collect()
+        return [
+            str(e.get("message"))
+            for e in self.console
+            if e.get("level") == "SEVERE" and e.get("source") == "network"
+        ]
+
+    def screenshot(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.driver.save_screenshot(str(path))
+
+
+@contextlib.contextmanager
+def chromium(profile: Path) -> Iterator[Browser]:
+    """A new headless Chromium with an empty profile in ``profile``; quit on the way out."""
+    options = Options()
+    options.binary_location = require_tool("chromium")
+    for flag in (*FLAGS, f"--user-data-dir={profile}"):
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
+    os.environ.setdefault("SE_AVOID_STATS", "true")  # Selenium Manager: no telemetry
+    service = Service(executable_path=require_tool("chromedriver"))
+    driver = webdriver.Chrome(options=options, service=service)
+    driver.set_page_load_timeout(60)
+    try:
+        yield Browser(driver)
+    finally:
+        driver.quit()
