@@ -61,6 +61,8 @@ def create_dashboard_app(live: Live) -> Flask:
 
     @app.get(f"{PREFIX}/<path:rest>")
     def visibility(rest: str) -> Response:
+        if any(part in ("", ".", "..") for part in rest.split("/")):
+            return _status(400, "BadRequest", "a path with empty, . or .. segments")
         return _forward(live, f"{PREFIX}/{rest}")
 
     @app.get("/api/v1/namespaces/<namespace>/events")

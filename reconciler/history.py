@@ -52,7 +52,8 @@ class FleetHistory:
             raise ValueError("a history keeps at least one sample and one spell, every > 0")
         self.every = every
         self._lock = threading.Lock()
-        self._samples: deque[Sample] = deque(maxlen=keep)
+        self._samples: deque[Sample] = deque(maxlen=keep - 1)  # and the current one
+        self._current: Sample | None = None
         self._spells: dict[str, deque[Spell]] = {}
         self._keep_spells = spells
         self.started: dt.datetime | None = None  # the first pass seen
@@ -68,14 +69,14 @@ class FleetHistory:
         with self._lock:
             if self.started is None:
                 self.started = now
-            newest = self._samples[-1] if self._samples else None
-            if newest is not None and now < newest.at:
+            current = self._current
+            if current is not None and now < current.at:
                 return  # an older pass, observed late: the history moves forward only
-            kept = self._samples[-2] if len(self._samples) > 1 else None
-            if kept is not None and now - kept.at < self.every:
-                self._samples[-1] = sample  # the newest stays current, the rest `every` apart
-            else:
-                self._samples.append(sample)
+            if current is not None and (
+                not self._samples or current.at - self._samples[-1].at >= self.every
+            ):
+                self._samples.append(current)  # kept: `every` after the one kept before it
+            self._current = sample
             self._clusters(now, list(clusters))
 
     def _clusters(self, now: dt.datetime, clusters: list[ClusterView]) -> None:
@@ -92,8 +93,9 @@ class FleetHistory:
                 spells[-1] = Spell(open_spell.since, max(min(changed, now), open_spell.since))
 
     def samples(self) -> list[Sample]:
+        """The kept samples, oldest first, then the latest pass's."""
         with self._lock:
-            return list(self._samples)
+            return [*self._samples, *([self._current] if self._current else [])]
 
     def spells(self, cluster: str) -> list[Spell]:
         with self._lock:

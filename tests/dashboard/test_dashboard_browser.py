@@ -10,26 +10,31 @@ browser never shows tenant B's jobs; no console error; no request leaves 127.0.0
 
 from __future__ import annotations
 
+import contextlib
 import json
+import re
 import shutil
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import kubernetes
 import pytest
+from selenium.webdriver.common.keys import Keys
 
 from fleetgate.dashboardserver import DashboardServer
 from fleetgate.liveapi import Live
 from sandbox.karmada import KarmadaControllers
 from sandbox.server import Sandbox
-from tests.conftest import REPO
+from tests.conftest import REPO, require_tool
 from tests.dashboard.browser import Browser, chromium
 from tests.reconciler.serveproc import ServeProcess
 from tests.reconciler.test_live_cli import in_namespace
 from tests.reconciler.test_loop import binding, clock, custom, eventually, fleet_world, submit
 from tests.reconciler.test_visibility import other_namespace, submit_in, visibility_url
 from tests.reconciler.test_visibility_e2e import ALICE, BOB, PREFIX, SERVICE, raw, register, sandbox
+from tests.waiting import eventually_value
 from tests.webhook.helpers import write_certificates
 
 __all__ = ["clock", "custom", "fleet_world", "sandbox"]  # fixtures used by name
@@ -74,6 +79,26 @@ def only_local(browser: Browser) -> None:
     sent = [u for u in browser.requested if urlsplit(u).scheme in ("http", "https", "ws", "wss")]
     assert sent, "the page asked for nothing"
     assert all(urlsplit(u).hostname == "127.0.0.1" for u in sent), sorted(set(sent))
+
+
+@contextlib.contextmanager
+def kubectl_proxy(kubeconfig: Path) -> Iterator[str]:
+    """``kubectl proxy`` on a free port of 127.0.0.1: its URL."""
+    command = [require_tool("kubectl"), "--kubeconfig", str(kubeconfig), "proxy", "--port=0"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None
+        line = eventually_value(lambda: process.stdout.readline() or None, 30)
+        found = re.search(r"127\.0\.0\.1:(\d+)", line)
+        assert found is not None, line
+        yield f"http://127.0.0.1:{found.group(1)}"
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
 
 
 @pytest.fixture
@@ -146,6 +171,20 @@ def test_each_page_shows_the_live_fleet_as_each_user_may_see_it(world: dict) -> 
             ready = browser.text(f"{row} [data-field=ready]")
             assert ready == ("✔ Ready" if cluster["ready"] else "✖ NotReady")
         assert sum(c["admitted"].get("nvidia.com/gpu", 0) for c in fleet["clusters"]) == 24
+        # a chart says in words what it draws; a table says what it holds
+        labels = browser.attributes("svg[role=img]", "aria-label")
+        assert len(labels) == len(fleet["clusters"]) and all("GPUs allocated" in x for x in labels)
+        assert all(browser.texts("table caption"))
+
+        # the keyboard alone: skip link first, then the pages, each opened with Enter
+        body = browser.driver.switch_to.active_element
+        body.send_keys(Keys.TAB)
+        assert browser.driver.switch_to.active_element.text == "Skip to content"
+        for _ in range(2):
+            browser.driver.switch_to.active_element.send_keys(Keys.TAB)
+        assert browser.driver.switch_to.active_element.text == "Queues"
+        browser.driver.switch_to.active_element.send_keys(Keys.ENTER)
+        browser.wait_for("[data-table=queues] tbody tr")
 
         # Queues: usage, admitted and pending counts as the API lists them
         browser.open(urls["admin"] + "#/queues")
@@ -156,6 +195,16 @@ def test_each_page_shows_the_live_fleet_as_each_user_may_see_it(world: dict) -> 
             assert float(browser.text(f"{row} [data-field=gpu-usage]")) == used
             assert browser.text(f"{row} [data-field=pending]") == str(queue["pending"])
             assert browser.text(f"{row} [data-field=admitted]") == str(queue["admitted"])
+        assert browser.errors() == [] and browser.refused() == []
+        only_local(browser)
+
+    # the same page through the API server, as `kubectl proxy` serves it (the admin's view)
+    with kubectl_proxy(admin) as proxy, chromium(tmp / "proxy-profile") as browser:
+        browser.open(f"{proxy}{PREFIX}/dashboard/#/fleet")
+        browser.wait_for("[data-table=clusters] tbody tr")
+        row = f"tr[data-cluster='{fleet['clusters'][0]['name']}']"
+        allocatable = fleet["clusters"][0]["allocatable"].get("nvidia.com/gpu", 0)
+        assert float(browser.text(f"{row} [data-field=gpu-allocatable]")) == allocatable
         assert browser.errors() == [] and browser.refused() == []
         only_local(browser)
 

@@ -156,3 +156,7 @@ def test_the_visibility_apiservice_reaches_the_reconcilers_https_port(rendered):
     assert target in certificate["dnsNames"]
     readers = one(rendered["karmada"], "ClusterRole", "fleetgate-visibility-reader")
     assert grants(readers["rules"]) == {("visibility.fleetgate.io", "jobs"): {"get", "list"}}
+    aggregates = one(rendered["karmada"], "ClusterRole", "fleetgate-queue-reader")
+    assert grants(aggregates["rules"]) == {
+        ("visibility.fleetgate.io", r): {"get", "list"} for r in ("queues", "fleets", "dashboard")
+    }
