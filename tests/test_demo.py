@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import urllib.request
 from typing import Any
 
 import pytest
@@ -15,17 +16,48 @@ from sandbox.demo.observe import job_state
 from tests.conftest import REPO
 
 DEMO_SECONDS = 240  # the subprocess is killed after this; the demo stops itself at --timeout
+FLEET = "apis/visibility.fleetgate.io/v1alpha1/fleets/current"
 ARGS = ("--plain", "-o", "json", "--jobs", "24", "--speed", "180", "--timeout", "150")
 
 
 @pytest.fixture(scope="module")
-def summary() -> dict[str, Any]:
+def ran() -> tuple[dict[str, Any], list[str], dict[str, Any]]:
+    """The demo's summary, the lines it printed while it ran, and the fleet its dashboard
+    served then (read through ``fleetgate dashboard``'s address, as a browser would)."""
     command = [sys.executable, "-m", "fleetgate", "demo", *ARGS]
-    done = subprocess.run(
-        command, cwd=REPO, capture_output=True, text=True, timeout=DEMO_SECONDS, check=False
+    process = subprocess.Popen(
+        command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
-    assert done.returncode == 0, done.stderr[-4000:]
-    return json.loads(done.stdout)
+    lines: list[str] = []
+    try:
+        assert process.stderr is not None
+        for line in process.stderr:  # its live lines (-o json puts the summary on stdout)
+            lines.append(line)
+            if line.startswith("dashboard: "):
+                break
+        address = lines[-1].split()[1] if lines and lines[-1].startswith("dashboard: ") else ""
+        assert address.startswith("http://127.0.0.1:"), lines
+        with urllib.request.urlopen(f"{address}{FLEET}", timeout=30) as answer:
+            fleet = json.loads(answer.read())
+        out, err = process.communicate(timeout=DEMO_SECONDS)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=10)
+    assert process.returncode == 0, err[-4000:]
+    return json.loads(out), lines, fleet
+
+
+@pytest.fixture(scope="module")
+def summary(ran) -> dict[str, Any]:
+    return ran[0]
+
+
+def test_the_dashboard_serves_the_running_demos_fleet(ran) -> None:
+    _, lines, fleet = ran
+    assert lines[-1].rstrip().endswith("(while the demo runs)")
+    assert fleet["kind"] == "Fleet" and fleet["policy"]["version"]
+    assert [c["name"] for c in fleet["clusters"]] == ["cpu-spot", "gpu-east", "gpu-west"]
 
 
 def test_every_tenant_has_jobs_admitted(summary):

@@ -103,6 +103,7 @@ class Demo:
             f"time; {', '.join(sorted(self.world.karmada.fleet))}; policies "
             f"{self.world.policies.current.version}"
         )
+        self._say(f"dashboard: {self.world.dashboard} (while the demo runs)")
         if self.plain:
             stopped = self._loop(start, began, lambda: None)
         else:

@@ -7,7 +7,9 @@
    (examples/fleet-snapshot.yaml), created through the kubernetes client as a platform team's
    ``kubectl apply`` would;
 4. Karmada's controllers over examples/fleet.yaml on the scaled clock, with the sandbox's faults;
-5. the reconciler (informers through the kubernetes client, passes on events) on the same clock.
+5. the reconciler (informers through the kubernetes client, passes on events) on the same clock;
+6. its visibility API, registered with the sandbox as an aggregated API, and ``fleetgate
+   dashboard`` reading it with the demo's kubeconfig (``sandbox.demo.dashboard``).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from reconciler.loop import Reconciler
 from reconciler.settings import ReconcilerSettings
 from sandbox import tls
 from sandbox.clock import ScaledClock
+from sandbox.demo.dashboard import DashboardError, serve_visibility, start_dashboard
 from sandbox.faults import Faults
 from sandbox.karmada import KarmadaControllers
 from sandbox.karmada.controllers import Timings
@@ -62,6 +65,7 @@ class World:
     karmada: KarmadaControllers
     reconciler: Reconciler
     policies: PolicyHolder
+    dashboard: str  # the address of `fleetgate dashboard`, reading the fleet as the admin
 
     @property
     def custom(self) -> kubernetes.client.CustomObjectsApi:
@@ -112,7 +116,12 @@ def started(speed: float, workdir: Path, *, tick: float = 0.1) -> Iterator[World
         stack.callback(karmada.stop)  # first: no event is being written when watches close
         if not reconciler.wait_synced(30):
             raise DemoError("the reconciler's informers did not sync within 30 s")
-        yield World(clock, sandbox, faults, api, karmada, reconciler, policies)
+        try:
+            serve_visibility(stack, sandbox, api, reconciler, workdir / "visibility-tls")
+            dashboard = start_dashboard(stack, kubeconfig)
+        except DashboardError as error:
+            raise DemoError(str(error)) from error
+        yield World(clock, sandbox, faults, api, karmada, reconciler, policies, dashboard)
 
 
 def client(kubeconfig: Path, pool: int = 10) -> kubernetes.client.ApiClient:
