@@ -102,11 +102,16 @@ class PassView:
         condition, _, target = text.partition(" ")
         parts = target.split("/")
         named = self.find(parts[-2], parts[-1]) if len(parts) >= 2 else None
+        if named is not None:
+            return {"condition": condition, "job": target, "state": named.state,
+                    "binding": named.ref}  # fmt: skip
+        key = "/" + "/".join(parts[-2:])  # a job no decision names: finished, or in backoff
+        record = next((r for r in self.result.jobs.values() if r.workload.endswith(key)), None)
         return {
             "condition": condition,
             "job": target,
-            "state": named.state if named is not None else None,
-            "binding": named.ref if named is not None else None,
+            "state": str(record.state).lower() if record is not None else None,
+            "binding": record.binding if record is not None else None,
         }
 
     def _state_of(self, ref: str) -> str | None:
