@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo dry-run-demo bench-e2e lint bench bench-cel bench-instructions bench-webhook bench-sandbox bench-snapshot bench-simulate soak chaos mutate clean
+.PHONY: test demo dashboard-screenshots dry-run-demo bench-e2e lint bench bench-cel bench-instructions bench-webhook bench-sandbox bench-snapshot bench-simulate soak chaos mutate clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -29,6 +29,12 @@ demo: $(STAMP)
 	$(BIN)/fleetgate demo
 
 # One scheduling cycle of policies/ on the example fleet snapshot, without running anything.
+# The dashboard's pages as docs/images/dashboard-*.png, taken in headless Chromium while the demo
+# runs (docs/dashboard.md).
+dashboard-screenshots: $(STAMP)
+	bash scripts/test-tools.sh
+	$(BIN)/fleetgate demo --plain --screenshots docs/images
+
 dry-run-demo: $(STAMP)
 	$(BIN)/fleetgate dry-run --policies policies/ --snapshot examples/fleet-snapshot.yaml \
 		--now 2025-03-10T10:00:00Z

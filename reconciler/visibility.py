@@ -33,6 +33,7 @@ import kubernetes
 from flask import Flask, Response, redirect, request
 
 from engine import untrusted
+from engine.annotations import format_time
 from reconciler import dashboard
 from reconciler.fleetview import NAME as FLEET
 from reconciler.jobsview import PassView
@@ -239,7 +240,10 @@ def _jobs(
     if namespace is not None:  # no other namespace's job named
         known = namespaces_of(current)
         items = [redacted(i, namespace, known) for i in items]
-    meta: dict[str, Any] = {"policyVersion": current.result.policy_version}
+    meta: dict[str, Any] = {
+        "policyVersion": current.result.policy_version,
+        "decidedAt": format_time(current.result.now),
+    }
     if page.token and (limit or args.get("continue")):
         meta.update({"continue": page.token, "remainingItemCount": page.remaining})
     return json_response(

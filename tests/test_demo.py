@@ -7,13 +7,14 @@ import json
 import subprocess
 import sys
 import urllib.request
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from sandbox.demo.jobs import TENANT_MIX, plan
 from sandbox.demo.observe import job_state
-from tests.conftest import REPO
+from tests.conftest import REPO, require_tool
 
 DEMO_SECONDS = 240  # the subprocess is killed after this; the demo stops itself at --timeout
 FLEET = "apis/visibility.fleetgate.io/v1alpha1/fleets/current"
@@ -21,10 +22,17 @@ ARGS = ("--plain", "-o", "json", "--jobs", "24", "--speed", "180", "--timeout", 
 
 
 @pytest.fixture(scope="module")
-def ran() -> tuple[dict[str, Any], list[str], dict[str, Any]]:
+def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("screenshots")
+
+
+@pytest.fixture(scope="module")
+def ran(shots: Path) -> tuple[dict[str, Any], list[str], dict[str, Any]]:
     """The demo's summary, the lines it printed while it ran, and the fleet its dashboard
-    served then (read through ``fleetgate dashboard``'s address, as a browser would)."""
-    command = [sys.executable, "-m", "fleetgate", "demo", *ARGS]
+    served then (read through ``fleetgate dashboard``'s address, as a browser would); with
+    ``--screenshots`` as docs/dashboard.md shows it (``make dashboard-screenshots``)."""
+    require_tool("chromium"), require_tool("chromedriver")
+    command = [sys.executable, "-m", "fleetgate", "demo", *ARGS, "--screenshots", str(shots)]
     process = subprocess.Popen(
         command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
@@ -51,6 +59,14 @@ def ran() -> tuple[dict[str, Any], list[str], dict[str, Any]]:
 @pytest.fixture(scope="module")
 def summary(ran) -> dict[str, Any]:
     return ran[0]
+
+
+def test_the_screenshots_are_the_dashboards_four_pages(ran, shots: Path) -> None:
+    for page in ("fleet", "queues", "jobs", "job"):
+        data = (shots / f"dashboard-{page}.png").read_bytes()
+        assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 10_000, page
+    assert "--screenshots docs/images" in (REPO / "Makefile").read_text()
+    assert "make dashboard-screenshots" in (REPO / "docs" / "dashboard.md").read_text()
 
 
 def test_the_dashboard_serves_the_running_demos_fleet(ran) -> None:

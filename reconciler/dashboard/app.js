@@ -39,6 +39,11 @@ function svg(tag, attrs, ...children) {
   return node;
 }
 
+function fill(region, ...parts) {
+  region.replaceChildren(...parts.flat().filter((p) => p !== null && p !== undefined && p !== ""
+    && p !== false));
+}
+
 function table(caption, headers, rows, attrs) {
   const head = el("tr", {}, headers.map((h) =>
     el("th", { scope: "col", class: h.startsWith("#") ? "num" : null }, h.replace(/^#/, ""))));
@@ -69,9 +74,9 @@ function gpus(resources) {
   return resources && resources[GPU] !== undefined ? Number(resources[GPU]) : 0;
 }
 
-function age(stamp) {
+function age(stamp, now) {
   if (!stamp) return "-";
-  const seconds = Math.max(0, (Date.now() - Date.parse(stamp)) / 1000);
+  const seconds = Math.max(0, ((now || Date.now()) - Date.parse(stamp)) / 1000);
   if (seconds < 120) return `${Math.round(seconds)}s`;
   if (seconds < 7200) return `${Math.round(seconds / 60)}m`;
   if (seconds < 172800) return `${Math.round(seconds / 3600)}h`;
@@ -189,10 +194,10 @@ async function fleetPage(main) {
   const refresh = async () => {
     const answer = await read(`${PREFIX}/fleets/current`);
     if (!answer.ok) {
-      region.replaceChildren(problem(answer, "the fleet (get fleets)"));
+      fill(region, problem(answer, "the fleet (get fleets)"));
       return;
     }
-    region.replaceChildren(...fleetView(answer.body));
+    fill(region, ...fleetView(answer.body));
     updated(answer.body);
   };
   await refresh();
@@ -229,7 +234,7 @@ function fleetView(fleet) {
         el("span", { "data-field": "gpu-allocated" }, amount(used)), " / ",
         el("span", { "data-field": "gpu-admitted" }, amount(admitted)),
         usageBar(cap, used, admitted, c.name)),
-      num(`${amount(c.allocatable && c.allocatable.cpu)} / ${amount(c.allocated && c.allocated.cpu)}`),
+      num(`${amount((c.allocatable || {}).cpu ?? 0)} / ${amount((c.allocated || {}).cpu ?? 0)}`),
       cell(spells.length ? el("ul", {}, spells) : el("span", { class: "muted" }, "none seen")));
   });
   const totals = clusters.reduce((t, c) => [t[0] + gpus(c.allocatable), t[1] + gpus(c.allocated),
@@ -267,10 +272,10 @@ async function queuesPage(main) {
   const refresh = async () => {
     const answer = await read(`${PREFIX}/queues`);
     if (!answer.ok) {
-      region.replaceChildren(problem(answer, "the queues (list queues)"));
+      fill(region, problem(answer, "the queues (list queues)"));
       return;
     }
-    region.replaceChildren(queuesView(answer.body.items || []));
+    fill(region, queuesView(answer.body.items || []));
     updated(answer.body);
   };
   await refresh();
@@ -356,10 +361,10 @@ async function jobsPage(main, route) {
   const refresh = async () => {
     const found = await listJobs(params, tokens[tokens.length - 1] || "");
     if (!found.answer.ok) {
-      region.replaceChildren(found.notice || "", problem(found.answer, "jobs (list jobs)"));
+      fill(region, found.notice || "", problem(found.answer, "jobs (list jobs)"));
       return;
     }
-    region.replaceChildren(...jobsView(found, params, tokens));
+    fill(region, ...jobsView(found, params, tokens));
     updated(found.answer.body);
   };
   await refresh();
@@ -419,6 +424,8 @@ async function listJobs(params, token) {
 function jobsView(found, params, tokens) {
   const body = found.answer.body;
   const items = body.items || [];
+  // ages at the time the reconciler decided (its clock, not this browser's)
+  const decided = Date.parse((body.metadata && body.metadata.decidedAt) || "") || Date.now();
   const rows = items.map((j) => {
     const [namespace, binding] = String(j.binding).split("/", 2);
     const name = String(j.workload || "").split("/").pop() || binding;
@@ -430,7 +437,7 @@ function jobsView(found, params, tokens) {
       cell(stateBadge(j.state, Boolean(j.runningSince))),
       num(j.position ?? "-", "position"),
       el("td", { "data-field": "reason" }, j.reason || "-"),
-      num(age(j.queuedAt)), num(amount(gpus(j.demand)), "gpus"), cell(clusters || "-"));
+      num(age(j.queuedAt, decided)), num(amount(gpus(j.demand)), "gpus"), cell(clusters || "-"));
   });
   const remaining = (body.metadata && body.metadata.remainingItemCount) || 0;
   const next = body.metadata && body.metadata.continue;
@@ -467,19 +474,19 @@ async function jobPage(main, route) {
   const [namespace, name] = route.parts;
   const region = start(main, `Job ${namespace}/${name}`);
   if (!namespace || !name) {
-    region.replaceChildren(el("p", { class: "error" }, "A job's address is #/job/NAMESPACE/NAME."));
+    fill(region, el("p", { class: "error" }, "A job's address is #/job/NAMESPACE/NAME."));
     return async () => {};
   }
   const path = `${PREFIX}/namespaces/${encodeURIComponent(namespace)}/jobs/${encodeURIComponent(name)}`;
   const refresh = async () => {
     const answer = await read(path);
     if (!answer.ok) {
-      region.replaceChildren(problem(answer, `job ${namespace}/${name}`));
+      fill(region, problem(answer, `job ${namespace}/${name}`));
       return;
     }
     const job = answer.body;
     const events = await jobEvents(namespace, job);
-    region.replaceChildren(...jobView(namespace, name, job, events));
+    fill(region, ...jobView(namespace, name, job, events));
     updated(job);
   };
   await refresh();
@@ -487,7 +494,8 @@ async function jobPage(main, route) {
 }
 
 async function jobEvents(namespace, job) {
-  const [kind, , name] = String(job.workload || "").split("/");
+  const [qualified, , name] = String(job.workload || "").split("/");
+  const kind = String(qualified || "").split(".")[0];  // Job.batch.volcano.sh: Kind.group
   if (!kind || !name) return { items: [], hidden: false };
   const answer = await read(`/api/v1/namespaces/${encodeURIComponent(namespace)}/events`,
     { fieldSelector: `involvedObject.name=${name},involvedObject.kind=${kind}` });

@@ -9,6 +9,7 @@ usage errors. See docs/demo.md.
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 from engine import argtypes
@@ -55,6 +56,13 @@ def add_parser(subparsers: Any) -> None:
         choices=("table", "json"),
         default="table",
         help="the final summary as tables (default) or one JSON document on stdout",
+    )
+    parser.add_argument(
+        "--screenshots",
+        type=Path,
+        metavar="DIR",
+        help="write the dashboard's pages as DIR/dashboard-PAGE.png once jobs both run and "
+        "wait (needs chromium, chromium-driver and selenium; docs/dashboard.md)",
     )
     parser.add_argument(
         "--timeout",

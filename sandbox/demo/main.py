@@ -24,10 +24,13 @@ from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
+from engine.cycle import Action
+from engine.cycle import JobState as RecordState
 from sandbox.demo.failure import Failure, rescheduling_available
 from sandbox.demo.jobs import ARRIVAL_WINDOW, PlannedJob, by_tenant, plan
 from sandbox.demo.observe import FINISHED, JobState, Tracker
 from sandbox.demo.render import View, summary_tables
+from sandbox.demo.screenshots import ScreenshotError, take
 from sandbox.demo.submit import create
 from sandbox.demo.summary import build
 from sandbox.demo.world import DemoError, World, started
@@ -55,9 +58,9 @@ def main(args: argparse.Namespace) -> int:
             tempfile.TemporaryDirectory(prefix="fleetgate-demo-") as workdir,
             started(args.speed, Path(workdir)) as world,
         ):
-            demo = Demo(world, planned, console, plain, args.timeout)
+            demo = Demo(world, planned, console, plain, args.timeout, args.screenshots)
             summary = demo.run(args.seed, args.speed, began)
-    except (DemoError, OSError, ApiException) as error:
+    except (DemoError, OSError, ApiException, ScreenshotError) as error:
         print(f"fleetgate demo: cannot run: {error}", file=sys.stderr)
         return EXIT_FAILED
     except KeyboardInterrupt:
@@ -80,8 +83,10 @@ class Demo:
         console: Console,
         plain: bool,
         timeout: float,
+        screenshots: Path | None = None,
     ) -> None:
         self.world = world
+        self.screenshots = screenshots  # taken once, then None
         self.jobs = jobs
         self.console = console
         self.plain = plain
@@ -140,8 +145,10 @@ class Demo:
             elapsed = clock.monotonic() - start
             self._failure(elapsed)
             self._report(clock.monotonic() - start)
+            self._shoot(final=False)
             redraw()
             if submitted == len(self.jobs) and self._all_done():
+                self._shoot(final=True)
                 return "every job finished"
             if time.monotonic() >= deadline:
                 if settle_until is None:  # time is up: let the last decisions land
@@ -149,6 +156,27 @@ class Demo:
                 elif time.monotonic() >= settle_until:
                     return f"timeout after {self.timeout:g} s"
             time.sleep(REFRESH[self.plain])
+
+    def _shoot(self, final: bool) -> None:
+        """The dashboard's screenshots, once some jobs run while others wait (or at the end),
+        the Job page showing a waiting job's reason (or any job's)."""
+        result = self.world.reconciler.last_result
+        if self.screenshots is None or result is None:
+            return
+        waiting = [d for d in result.decisions if d.action == Action.PENDING]
+        running = result.jobs.in_state(RecordState.ADMITTED)
+        if not final and not (waiting and len(running) >= 2):
+            return
+        waiting.sort(key=lambda d: -(d.position or 0))  # the last in its queue waits longest
+        shown = [d.workload for d in waiting] + [r.workload for r in running]
+        job = (
+            "/".join(shown[0].split("/")[1:])
+            if shown
+            else f"{self.jobs[0].namespace}/{self.jobs[0].name}"  # all done: its page says so
+        )
+        written = take(self.world.dashboard, job, self.screenshots)
+        self.screenshots = None
+        self._event(f"screenshots: {', '.join(str(p) for p in written)}")
 
     def _submit(self, job: PlannedJob) -> None:
         self.tracker.submitted[job.binding] = self.world.clock.now()

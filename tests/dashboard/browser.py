@@ -1,30 +1,21 @@
-"""Headless Chromium driven by Selenium (Debian's ``chromium`` and ``chromium-driver``), with
-what a test asserts about a page besides its content: what the console said, and every URL
-the page asked for (Chromium's performance log)."""
+"""Headless Chromium driven by Selenium (Debian's ``chromium`` and ``chromium-driver``, with the
+options of ``fleetgate demo --screenshots``), and what a test asserts about a page besides its
+content: what the console said, and every URL the page asked for (the performance log)."""
 
 from __future__ import annotations
 
 import contextlib
 import json
-import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from selenium import webdriver
-from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
 
+from sandbox.demo.screenshots import chrome_options
 from tests.conftest import require_tool
 from tests.waiting import eventually_value
-
-# Chromium on a closed network: nothing of its own goes out (the probe's flags), no sandbox as root
-FLAGS = (
-    "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-    "--disable-dev-shm-usage", "--disable-extensions", "--disable-default-apps",
-    "--no-default-browser-check", "--window-size=1400,1000",
-)  # fmt: skip
 
 
 class Browser:
@@ -94,12 +85,8 @@ class Browser:
 @contextlib.contextmanager
 def chromium(profile: Path) -> Iterator[Browser]:
     """A new headless Chromium with an empty profile in ``profile``; quit on the way out."""
-    options = Options()
-    options.binary_location = require_tool("chromium")
-    for flag in (*FLAGS, f"--user-data-dir={profile}"):
-        options.add_argument(flag)
+    options = chrome_options(require_tool("chromium"), profile, "--window-size=1400,1000")
     options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
-    os.environ.setdefault("SE_AVOID_STATS", "true")  # Selenium Manager: no telemetry
     service = Service(executable_path=require_tool("chromedriver"))
     driver = webdriver.Chrome(options=options, service=service)
     driver.set_page_load_timeout(60)

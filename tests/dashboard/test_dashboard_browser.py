@@ -232,6 +232,8 @@ def test_each_page_shows_the_live_fleet_as_each_user_may_see_it(world: dict) -> 
         assert browser.text("dd[data-field=position]") == str(job["position"])
         assert job["reason"] in browser.text("[data-field=explanation]")
         assert "0 of 4 pods admitted" in browser.text("[data-field=gang]")
+        events = browser.wait_text("[data-field=events]", lambda t: "Queued" in t)
+        assert f"position {job['position']}" in events, events  # the Event on her PyTorchJob
         queues = world["policies"] / "queues.yaml"
         text = queues.read_text()
         lowered = text.replace(
