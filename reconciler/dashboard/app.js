@@ -154,11 +154,13 @@ async function show() {
   }
   const main = document.getElementById("main");
   const refresh = await PAGES[page](main, route);
+  performance.mark("fleetgate:drawn");  // what `make bench-dashboard` times
   const tick = async () => {
     if (generation !== session.generation) return;
     if (!document.hidden) {
       try {
         await refresh();
+        performance.mark("fleetgate:updated");
       } catch (error) {
         status(`update failed: ${error}`);
       }
