@@ -39,10 +39,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"fleetgate: cannot listen on 127.0.0.1:{args.port}: {error}", file=sys.stderr)
         live.close()
         return 1
-    print(f"dashboard: {server.url}", flush=True)
     done = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    for sig in (signal.SIGINT, signal.SIGTERM):  # before the address: who reads it may stop us
         signal.signal(sig, lambda *_: done.set())
+    print(f"dashboard: {server.url}", flush=True)
     try:
         done.wait()
     finally:

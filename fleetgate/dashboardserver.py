@@ -85,11 +85,15 @@ def create_dashboard_app(live: Live) -> Flask:
 
 def _forward(live: Live, path: str) -> Response:
     query = [(k, v) for k, v in request.args.items(multi=True)]
+    held = request.headers.get("If-None-Match")  # the page's copy: a 304 moves no body
     try:
-        status, _, body = live.fetch(path, query)
+        found = live.fetch(path, query, {"If-None-Match": held} if held else None)
     except LiveError as error:
         return _status(502, "BadGateway", str(error))
-    return Response(body, status=status, mimetype="application/json")
+    if found.status == 304:
+        return Response(status=304, headers=found.headers)
+    return Response(found.body, status=found.status, mimetype="application/json",
+                    headers=found.headers)  # fmt: skip
 
 
 def _status(code: int, reason: str, message: str) -> Response:

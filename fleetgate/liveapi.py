@@ -4,8 +4,8 @@ and what an API server's refusal means for its user."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
 
 import kubernetes
 import urllib3
@@ -13,6 +13,16 @@ import yaml
 
 PREFIX = "/apis/visibility.fleetgate.io/v1alpha1"
 JSON = "application/json"
+
+
+KEPT_HEADERS = ("ETag", "Cache-Control")  # what a forwarded answer keeps of the server's
+
+
+class Fetched(NamedTuple):
+    status: int
+    reason: str
+    body: bytes
+    headers: dict[str, str]  # those of KEPT_HEADERS it had
 
 
 class LiveError(Exception):
@@ -35,22 +45,28 @@ class Live:
         self.api = kubernetes.client.ApiClient(configuration)
         self.namespace = _context_namespace(kubeconfig, context)
 
-    def fetch(self, path: str, query: Sequence[tuple[str, str]] = ()) -> tuple[int, str, bytes]:
-        """GET ``path`` as the user: the API server's status, reason and body, whatever the
-        status (``LiveError`` when it cannot be reached)."""
+    def fetch(
+        self,
+        path: str,
+        query: Sequence[tuple[str, str]] = (),
+        headers: Mapping[str, str] | None = None,
+    ) -> Fetched:
+        """GET ``path`` as the user (with ``headers``, e.g. ``If-None-Match``): the API
+        server's answer, whatever its status (``LiveError`` when it cannot be reached)."""
         try:
             request = self.api.param_serialize(
-                "GET", path, query_params=list(query), header_params={"Accept": JSON},
-                auth_settings=["BearerToken"],
+                "GET", path, query_params=list(query),
+                header_params={"Accept": JSON, **(headers or {})}, auth_settings=["BearerToken"],
             )  # fmt: skip
             response = self.api.call_api(*request, _request_timeout=30)
             data = response.read()
         except (urllib3.exceptions.HTTPError, OSError) as error:
             raise LiveError(f"cannot reach the API server: {error}") from error
-        return response.status, str(response.reason), data
+        kept = {k: v for k in KEPT_HEADERS if (v := response.getheader(k)) is not None}
+        return Fetched(response.status, str(response.reason), data, kept)
 
     def get(self, path: str, query: Sequence[tuple[str, str]] = ()) -> dict[str, Any]:
-        status, reason, data = self.fetch(path, query)
+        status, reason, data, _ = self.fetch(path, query)
         if not 200 <= status <= 299:
             raise _refused(status, reason, data, path)
         try:

@@ -87,6 +87,17 @@ def _policy(version: str, status: ReloadStatus | None) -> dict[str, Any]:
     }
 
 
+def queue_histories(
+    samples: Sequence[Sample], queues: Sequence[str], points: int = POINTS
+) -> dict[str, dict[str, Any]]:
+    """:func:`queue_history` of each of ``queues``, the samples read once."""
+    kept: dict[str, list[Sample]] = {q: [] for q in queues}
+    for sample in samples:
+        for queue in sample.queues.keys() & kept.keys():
+            kept[queue].append(sample)
+    return {q: queue_history(found, q, points) for q, found in kept.items()}
+
+
 def queue_history(samples: Sequence[Sample], queue: str, points: int = POINTS) -> dict[str, Any]:
     """One queue's share and GPUs over ``samples``: at most ``points`` of them, evenly picked,
     the newest always; times as seconds after ``start``."""

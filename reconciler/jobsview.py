@@ -11,8 +11,9 @@ placed, so this pass made no decision about it) is given the same fields, ``acti
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import cached_property, partial
 from typing import Any
 
 from engine import annotations as ann
@@ -29,26 +30,59 @@ _STATE_OF = {
 }
 
 
-@dataclass(frozen=True, slots=True)
 class JobEntry:
-    ref: str  # the binding's namespace/name (name alone when cluster-scoped)
-    workload: str  # Kind/namespace/name of the template
-    queue: str
-    state: str  # one of STATES
-    item: Mapping[str, Any]  # what /api/v1/jobs lists
-    decision: Decision  # for a job admitted by an earlier pass, one that says so
-    decided: bool = True  # False: admitted by an earlier pass, no decision in this one
+    """One job of the view. Its listed fields (``item``) are built on first use: a list
+    serves a page of them, and a view is built for every pass (docs/dashboard.md)."""
+
+    __slots__ = ("_item", "_make", "decided", "decision", "queue", "ref", "state", "workload")
+
+    def __init__(
+        self,
+        ref: str,  # the binding's namespace/name (name alone when cluster-scoped)
+        workload: str,  # Kind/namespace/name of the template
+        queue: str,
+        state: str,  # one of STATES
+        make: Callable[[], dict[str, Any]],  # what /api/v1/jobs lists of it
+        decision: Decision,  # for a job admitted by an earlier pass, one that says so
+        decided: bool = True,  # False: admitted by an earlier pass, no decision in this one
+    ) -> None:
+        self.ref, self.workload, self.queue, self.state = ref, workload, queue, state
+        self.decision, self.decided = decision, decided
+        self._make: Callable[[], dict[str, Any]] | None = make
+        self._item: Mapping[str, Any] | None = None
+
+    @property
+    def reason(self) -> str:
+        return str(self.decision.reason)
+
+    @property
+    def item(self) -> Mapping[str, Any]:
+        item = self._item
+        if item is None:  # two threads may both build it: the same value, one kept
+            make = self._make
+            item = self._item = make() if make is not None else {}
+            self._make = None
+        return item
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class PassView:
     """One pass's result, and the jobs and queues the API serves from it."""
+
+    @cached_property
+    def namespaces(self) -> frozenset[str]:
+        """The namespaces of its jobs (read once: a namespace's every read redacts by them)."""
+        return frozenset(e.ref.split("/", 1)[0] for e in self.jobs if "/" in e.ref)
 
     result: CycleResult
     policies: PolicySet
     jobs: tuple[JobEntry, ...]  # sorted by binding ref
     by_ref: Mapping[str, JobEntry]
-    by_template: Mapping[str, JobEntry]  # template namespace/name → its job
+
+    @cached_property
+    def by_template(self) -> Mapping[str, JobEntry]:
+        """Template namespace/name → its job (made on the first look-up by a template)."""
+        return {_kind_free(e.workload): e for e in self.jobs}
 
     def queue(self, name: str) -> QueueReport | None:
         return next((q for q in self.result.queues if q.name == name), None)
@@ -124,19 +158,25 @@ def build_view(result: CycleResult, policies: PolicySet) -> PassView:
     cycle read them (``CycleResult.jobs``)."""
     entries: dict[str, JobEntry] = {}
     for d in result.decisions:
-        item = d.to_json()
-        item["state"] = _STATE_OF[d.action]
-        record = result.jobs.get(d.binding)
-        item.update(_times(record.queued_at if record is not None else None))
-        if record is not None:
-            item["demand"] = vectors.to_json(record.demand)
-        entries[d.binding] = JobEntry(d.binding, d.workload, d.queue, str(item["state"]), item, d)
+        state = _STATE_OF[d.action]
+        entries[d.binding] = JobEntry(
+            d.binding, d.workload, d.queue, state, partial(_decided_item, result, d, state), d
+        )
     for record in result.jobs.in_state(JobState.ADMITTED):
         if record.binding not in entries:
             entries[record.binding] = _admitted_entry(record)
     jobs = tuple(entries[ref] for ref in sorted(entries))
-    by_template = {_kind_free(e.workload): e for e in jobs}
-    return PassView(result, policies, jobs, entries, by_template)
+    return PassView(result, policies, jobs, entries)
+
+
+def _decided_item(result: CycleResult, d: Decision, state: str) -> dict[str, Any]:
+    item = d.to_json()
+    item["state"] = state
+    record = result.jobs.get(d.binding)
+    item.update(_times(record.queued_at if record is not None else None))
+    if record is not None:
+        item["demand"] = vectors.to_json(record.demand)
+    return item
 
 
 def _admitted_entry(job: JobRecord) -> JobEntry:
@@ -154,6 +194,11 @@ def _admitted_entry(job: JobRecord) -> JobEntry:
         clusters=job.clusters,
         group=job.group_state,
     )
+    make = partial(_admitted_item, job, decision, admitted_at)
+    return JobEntry(job.binding, job.workload, job.queue, "admitted", make, decision, decided=False)
+
+
+def _admitted_item(job: JobRecord, decision: Decision, admitted_at: str) -> dict[str, Any]:
     item = decision.to_json()
     item["action"] = None  # this pass decided nothing about it
     item.update(
@@ -166,7 +211,7 @@ def _admitted_entry(job: JobRecord) -> JobEntry:
     if job.running_since is not None:
         item["runningSince"] = ann.format_time(job.running_since)
     item.update(_times(job.queued_at))
-    return JobEntry(job.binding, job.workload, job.queue, "admitted", item, decision, decided=False)
+    return item
 
 
 def _times(queued: dt.datetime | None) -> dict[str, str]:

@@ -7,16 +7,18 @@ the cycle over its own warm caches (``reconciler.preview``), so any replica answ
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from engine.cycle import CycleResult, Reason
 from engine.fleet.model import Snapshot
+from engine.gcpause import collector_paused
 from engine.policy.policyset import PolicySet
 from engine.policy.reload import NoPolicySetError
-from reconciler.fleetview import fleet_json, queue_history
+from reconciler.fleetview import fleet_json, queue_histories, queue_history
 from reconciler.history import FleetHistory
 from reconciler.jobsview import PassView, build_view
 from reconciler.preview import Preview, Taken
@@ -25,9 +27,20 @@ if TYPE_CHECKING:
     from reconciler.loop import PassSummary, Reconciler
 
 
+ANSWERS = 256  # reads answered from memory per view
+
+
 def reserved_by_queue(view: PassView) -> Counter[str]:
-    """How many jobs hold room (``Reserved``) in each leaf queue."""
-    return Counter(e.queue for e in view.jobs if e.item.get("reason") == Reason.RESERVED)
+    """How many jobs hold room (``Reserved``) in each queue's subtree."""
+    parents = {q.name: q.parent for q in view.result.queues}
+    held: Counter[str] = Counter()
+    for entry in view.jobs:
+        if entry.reason == Reason.RESERVED:
+            queue, seen = entry.queue, 0
+            while queue and seen <= len(parents):  # up the tree (a cycle cannot loop it)
+                held[queue] += 1
+                queue, seen = parents.get(queue, ""), seen + 1
+    return held
 
 
 class ApiError(Exception):
@@ -47,6 +60,7 @@ class LatestPass:
         self._preview: tuple[Taken, PassView] | None = None
         self.reconciler = reconciler
         self.history = history or FleetHistory()
+        self._answers: dict[str, tuple[bytes, str]] = {}  # of this view: path → (body, ETag)
         self.preview = Preview(reconciler)  # what a follower serves (reconciler.preview)
         if reconciler.last_result is not None:
             self._take(reconciler.last_result)
@@ -60,6 +74,7 @@ class LatestPass:
         taken = (result, snapshot, self.reconciler.policies.current)
         with self._lock:
             self._pass, self._view = taken, None
+            self._answers = {}
         self._record(taken)
 
     def _record(self, taken: Taken) -> None:
@@ -83,21 +98,52 @@ class LatestPass:
         view, snapshot = self._current()
         status = getattr(self.reconciler.policies, "status", None)  # a PolicyHolder's
         clusters = snapshot.clusters if snapshot is not None else ()
-        return fleet_json(view, clusters, status, self.history)
+        with collector_paused():
+            return fleet_json(view, clusters, status, self.history)
 
-    def queue_item(self, view: PassView, name: str, held: Mapping[str, int]) -> dict[str, Any]:
+    def queue_items(self, view: PassView, names: Sequence[str]) -> list[dict[str, Any]]:
+        """The items of ``names``, their reservations and histories read in one go."""
+        with collector_paused():
+            held = reserved_by_queue(view)
+            series = queue_histories(self.history.samples(), names)
+            return [self.queue_item(view, name, held, series) for name in names]
+
+    def queue_item(
+        self,
+        view: PassView,
+        name: str,
+        held: Mapping[str, int],
+        series: Mapping[str, dict[str, Any]] | None = None,
+    ) -> dict[str, Any]:
         """A queue's numbers as the visibility API lists them, with its jobs holding room
         (``held``: :func:`reserved_by_queue`) and the history of its share (aggregates only:
         never a job)."""
+        samples = self.history.samples() if series is None else []
         report = view.queue(name)
         if report is None:
             raise ApiError(404, "NotFound", f'queue "{name}" not found')
         return {
             "metadata": {"name": name},
             **view.queue_json(report),
-            "reservations": sum(held.get(q, 0) for q in view.subtree(name)),
-            "history": queue_history(self.history.samples(), name),
+            "reservations": held.get(name, 0),
+            "history": series[name] if series is not None else queue_history(samples, name),
         }
+
+    def answered(self, key: str) -> tuple[bytes, str] | None:
+        """What the read ``key`` (a path and its query) was answered with since the view last
+        changed, and its ETag."""
+        with self._lock:
+            return self._answers.get(key)
+
+    def remember(self, key: str, body: bytes) -> str:
+        """Keep ``body`` as the answer to ``key`` until the view changes; its ETag. At most
+        ``ANSWERS`` are kept (then they are all forgotten: a crawler cannot grow it)."""
+        etag = hashlib.sha256(body).hexdigest()[:20]
+        with self._lock:
+            if len(self._answers) >= ANSWERS:
+                self._answers = {}
+            self._answers[key] = (body, etag)
+        return etag
 
     def _current(self) -> tuple[PassView, Snapshot | None]:
         gate = getattr(self.reconciler, "gate", None)
@@ -112,7 +158,8 @@ class LatestPass:
                     "the leader's API answers)",
                 )
             if self._view is None:
-                self._view = build_view(self._pass[0], self._pass[2])
+                with collector_paused():  # as a cycle: its many objects, scanned for nothing
+                    self._view = build_view(self._pass[0], self._pass[2])
             return self._view, self._pass[1]
 
     def _follower_view(self) -> tuple[PassView, Snapshot | None]:
@@ -127,7 +174,9 @@ class LatestPass:
         with self._lock:
             fresh = self._preview is None or self._preview[0] is not taken
             if fresh:
-                self._preview = (taken, build_view(taken[0], taken[2]))
+                with collector_paused():
+                    self._preview = (taken, build_view(taken[0], taken[2]))
+                self._answers = {}
             assert self._preview is not None
             found = self._preview[1], taken[1]
         if fresh:

@@ -51,7 +51,7 @@ class JobFilter:
             and (not self.state or e.state == self.state)
             and (not self.namespace or e.ref.split("/", 1)[0] == self.namespace)
             and (not self.kind or e.workload.split("/", 1)[0] == self.kind)
-            and (not self.reason or e.item.get("reason") == self.reason)
+            and (not self.reason or e.reason == self.reason)
         ]
 
 

@@ -140,6 +140,29 @@ def create_visibility_app(
             return answer(401, "Unauthorized", "Unauthorized")
         return None
 
+    @app.before_request
+    def answered_before() -> Response | None:
+        """A read this pass already answered is answered again from its bytes (a dashboard
+        polls every few seconds; a pass comes far less often on a quiet fleet), and not at
+        all when the caller holds them (``If-None-Match``: 304)."""
+        if not _cacheable(request.path):
+            return None
+        view()  # a new pass (or a follower's new preview) forgets what was answered
+        found = latest.answered(request.full_path)
+        return _conditional(*found) if found is not None else None
+
+    @app.after_request
+    def remember(response: Response) -> Response:
+        if (
+            _cacheable(request.path)
+            and response.status_code == 200
+            and response.mimetype == "application/json"
+            and not response.headers.get("ETag")
+        ):
+            body = response.get_data()
+            return _conditional(body, latest.remember(request.full_path, body))
+        return response
+
     @app.get("/healthz")
     @app.get("/readyz")
     @app.get("/livez")
@@ -209,8 +232,7 @@ def create_visibility_app(
     @app.get(f"{PREFIX}/queues")
     def queues() -> Response:
         current = view()
-        held = reserved_by_queue(current)
-        items = [latest.queue_item(current, q.name, held) for q in current.result.queues]
+        items = latest.queue_items(current, [q.name for q in current.result.queues])
         return json_response({"kind": "QueueList", "apiVersion": GROUP_VERSION, "items": items})
 
     @app.get(f"{PREFIX}/queues/<name>")
@@ -223,6 +245,16 @@ def create_visibility_app(
         return json_response({"kind": "Queue", "apiVersion": GROUP_VERSION, **item})
 
     return app
+
+
+def _cacheable(path: str) -> bool:
+    return path.startswith(PREFIX + "/") and not path.startswith(f"{PREFIX}/dashboard")
+
+
+def _conditional(body: bytes, etag: str) -> Response:
+    response = Response(body, mimetype="application/json", headers={"Cache-Control": "no-cache"})
+    response.set_etag(etag)
+    return response.make_conditional(request)
 
 
 def _jobs(
@@ -253,7 +285,7 @@ def _jobs(
 
 def namespaces_of(current: PassView) -> frozenset[str]:
     """The namespaces of the view's jobs (what :func:`redacted` hides the jobs of)."""
-    return frozenset(e.ref.split("/", 1)[0] for e in current.jobs if "/" in e.ref)
+    return current.namespaces
 
 
 # a job named in a message: [Kind/]namespace/name, not part of a longer path or domain

@@ -202,6 +202,14 @@ def check(
 def written(job: PendingJob) -> tuple[str, ...]:
     """The job's dependencies as they read (``condition Kind/namespace/name``; a reference
     that cannot be read is left out: its job is rejected, and says why)."""
+    annotations = job.workload.annotations if job.workload else {}
+    if not (
+        job.mapped.after
+        or job.mapped.same_cluster_as
+        or ann.AFTER in annotations
+        or ann.SAME_CLUSTER_AS in annotations
+    ):
+        return ()  # most jobs: nothing to read
     after, same, _ = _references(job, cross_namespace=True)
     return tuple(f"{r.condition} {r.target}" for r in (*after, *([same] if same else [])))
 

@@ -6,12 +6,17 @@ from __future__ import annotations
 
 import datetime as dt
 
+import yaml
+
 from engine.cycle import run_cycle
 from engine.fleet.files import read_objects
 from engine.fleet.snapshot import build_snapshot
 from engine.policy.policyset import load_policy_set
 from reconciler.jobsview import PassView, build_view
+from reconciler.latest import reserved_by_queue
 from tests.conftest import REPO
+from tests.cycle import builders
+from tests.cycle.test_scenarios import load_policies
 
 NOW = dt.datetime(2025, 3, 10, 10, tzinfo=dt.UTC)
 
@@ -59,3 +64,17 @@ def test_a_group_member_lists_its_groups_members() -> None:
     assert all(
         m["state"] in ("pending", "admitted", "rejected", None) for m in detail["groupMembers"]
     )
+
+
+def test_a_queues_reservations_count_its_whole_subtree(tmp_path) -> None:
+    path = (
+        REPO
+        / "tests/scenarios/a-gang-waiting-past-reservations-after-keeps-the-nodes-it-needs.yaml"
+    )
+    spec = yaml.safe_load(path.read_text())
+    spec["policies"][0]["spec"] = {"parent": "all"}  # queue a under a parent
+    spec["policies"].append({"kind": "Queue", "metadata": {"name": "all"}, "spec": {}})
+    policies = load_policies(spec["policies"], tmp_path)
+    view = build_view(run_cycle(builders.snapshot(spec), policies, builders.NOW), policies)
+    assert [e.reason for e in view.jobs if e.reason == "Reserved"] == ["Reserved"]
+    assert reserved_by_queue(view) == {"a": 1, "all": 1}

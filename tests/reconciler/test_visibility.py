@@ -77,16 +77,28 @@ def call(
 
 
 def fetch(
-    url: str, path: str, serving_ca: Path, client: tuple[Path, Path], **headers: str
+    url: str, path: str, serving_ca: Path, client: tuple[Path, Path] | None, **headers: str
 ) -> tuple[int, bytes]:
+    status, _, body = exchange(url, path, serving_ca, client, headers)
+    return status, body
+
+
+def exchange(
+    url: str,
+    path: str,
+    serving_ca: Path,
+    client: tuple[Path, Path] | None,
+    headers: dict[str, str],
+) -> tuple[int, dict[str, str], bytes]:
     context = ssl.create_default_context(cafile=str(serving_ca))
-    context.load_cert_chain(*map(str, client))
+    if client is not None:
+        context.load_cert_chain(*map(str, client))
     host, port = url.removeprefix("https://").rsplit(":", 1)
     conn = http.client.HTTPSConnection(host, int(port), timeout=10, context=context)
     try:
         conn.request("GET", path, headers=headers)
         answer = conn.getresponse()
-        return answer.status, answer.read()
+        return answer.status, dict(answer.getheaders()), answer.read()
     finally:
         conn.close()
 
@@ -221,6 +233,25 @@ def test_the_visibility_api_answers_only_the_front_proxy_and_one_namespace_at_a_
         held = {q["metadata"]["name"]: q for q in queues["items"]}
         assert held["research-training"]["reservations"] == 0
         assert held["research-training"]["history"]["points"][-1][2] >= 24
+
+        # a read answered again in this pass: the same bytes, none at all for their holder,
+        # and still only to the front proxy
+        jobs = f"{PREFIX}/namespaces/research/jobs?limit=5"
+
+        def within_one_pass() -> bool:  # the reconciler may pass meanwhile: a new view, ETag
+            code, said, first = exchange(url, jobs, serving_ca, proxy, alice)
+            assert code == 200 and said["ETag"] and said["Cache-Control"] == "no-cache"
+            again = exchange(url, jobs, serving_ca, proxy, alice)
+            held = exchange(url, jobs, serving_ca, proxy, {**alice, "If-None-Match": said["ETag"]})
+            if again[1]["ETag"] != said["ETag"] or held[1].get("ETag") != said["ETag"]:
+                return False
+            return again[2] == first and (held[0], held[2]) == (304, b"")
+
+        eventually(within_one_pass, 30)
+        assert exchange(url, jobs, serving_ca, None, alice)[0] == 401
+        other = exchange(url, f"{PREFIX}/namespaces/team-b/jobs?limit=5", serving_ca, proxy, alice)
+        mine = exchange(url, jobs, serving_ca, proxy, alice)
+        assert b"theirs" in other[2] and b"theirs" not in mine[2]
 
         # the dashboard's files, for a user who reaches them through the API server
         status, page_html = fetch(url, f"{PREFIX}/dashboard/", serving_ca, proxy, **alice)
