@@ -23,9 +23,11 @@ Resources (every one read-only, built from the same pass as ``/api/v1``):
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,10 +36,11 @@ from flask import Flask, Response, redirect, request
 
 from engine import untrusted
 from engine.annotations import format_time
+from engine.cycle import QueueReport
 from reconciler import dashboard
 from reconciler.fleetview import NAME as FLEET
 from reconciler.jobsview import PassView
-from reconciler.latest import LatestPass, reserved_by_queue
+from reconciler.latest import ApiError, LatestPass, reserved_by_queue
 from reconciler.listing import field_selector, limit_of, page_of
 
 GROUP = "visibility.fleetgate.io"
@@ -231,9 +234,25 @@ def create_visibility_app(
 
     @app.get(f"{PREFIX}/queues")
     def queues() -> Response:
+        """Every queue, in the tree's order (each after its parent), each with its ``depth``;
+        with ``limit`` (and ``continue``), a page of them at a time."""
         current = view()
-        items = latest.queue_items(current, [q.name for q in current.result.queues])
-        return json_response({"kind": "QueueList", "apiVersion": GROUP_VERSION, "items": items})
+        tree = tree_order(current.result.queues)
+        limit, token = request.args.get("limit"), request.args.get("continue")
+        meta: dict[str, Any] = {"policyVersion": current.result.policy_version}
+        if limit or token:
+            start = _queue_after(token, tree)
+            page = tree[start : start + limit_of(limit)]
+            rest = len(tree) - start - len(page)
+            if rest:
+                meta.update({"continue": _queue_token(page[-1][0]), "remainingItemCount": rest})
+            tree = page
+        items = latest.queue_items(current, [name for name, _ in tree])
+        for item, (_, depth) in zip(items, tree, strict=True):
+            item["depth"] = depth
+        return json_response(
+            {"kind": "QueueList", "apiVersion": GROUP_VERSION, "metadata": meta, "items": items}
+        )
 
     @app.get(f"{PREFIX}/queues/<name>")
     def queue(name: str) -> Response:
@@ -245,6 +264,42 @@ def create_visibility_app(
         return json_response({"kind": "Queue", "apiVersion": GROUP_VERSION, **item})
 
     return app
+
+
+def tree_order(queues: Sequence[QueueReport]) -> list[tuple[str, int]]:
+    """(name, depth) of each queue, depth first, children by name; a queue whose parent is not
+    a queue comes at the end, as a root."""
+    children: dict[str, list[str]] = {}
+    names = {q.name for q in queues}
+    for q in sorted(queues, key=lambda q: q.name):
+        children.setdefault(q.parent if q.parent in names else "", []).append(q.name)
+    found: list[tuple[str, int]] = []
+    todo = [(name, 0) for name in reversed(children.get("", []))]
+    seen: set[str] = set()
+    while todo:
+        name, depth = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        found.append((name, depth))
+        todo.extend((child, depth + 1) for child in reversed(children.get(name, [])))
+    return found + [(q.name, 0) for q in sorted(queues, key=lambda q: q.name) if q.name not in seen]
+
+
+def _queue_token(name: str) -> str:
+    return base64.urlsafe_b64encode(json.dumps({"after": name}).encode()).decode().rstrip("=")
+
+
+def _queue_after(token: str | None, tree: Sequence[tuple[str, int]]) -> int:
+    """Where a continued list of queues starts (0 for the first page)."""
+    if not token:
+        return 0
+    try:
+        after = str(json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))["after"])
+    except (binascii.Error, ValueError, KeyError, TypeError):
+        raise ApiError(400, "BadRequest", "continue is not a token this API issued") from None
+    names = [name for name, _ in tree]
+    return names.index(after) + 1 if after in names else len(names)
 
 
 def _cacheable(path: str) -> bool:

@@ -269,15 +269,19 @@ function usageBar(capacity, used, admitted, name) {
 
 // -- Queues -------------------------------------------------------------------------------
 
-async function queuesPage(main) {
+async function queuesPage(main, route) {
   const region = start(main, "Queues");
+  const tokens = (route.params.get("pages") || "").split(",").filter(Boolean);
   const refresh = async () => {
-    const answer = await read(`${PREFIX}/queues`);
+    const query = { limit: String(PAGE_SIZE) };
+    if (tokens.length) query.continue = tokens[tokens.length - 1];
+    const answer = await read(`${PREFIX}/queues`, query);
     if (!answer.ok) {
       fill(region, problem(answer, "the queues (list queues)"));
       return;
     }
-    fill(region, queuesView(answer.body.items || []));
+    fill(region, queuesView(answer.body.items || []),
+      pager("#/queues", new URLSearchParams(), tokens, answer.body));
     updated(answer.body);
   };
   await refresh();
@@ -285,28 +289,37 @@ async function queuesPage(main) {
 }
 
 function queuesView(items) {
-  const children = new Map();
-  for (const q of items) {
-    const parent = q.parent || "";
-    if (!children.has(parent)) children.set(parent, []);
-    children.get(parent).push(q);
-  }
-  const names = new Set(items.map((q) => q.metadata.name));
-  const rows = [];
-  const walk = (parent, depth) => {
-    for (const q of children.get(parent) || []) {
-      rows.push(queueRow(q, depth));
-      walk(q.metadata.name, depth + 1);
-    }
-  };
-  walk("", 0);
-  for (const q of items) if (q.parent && !names.has(q.parent)) rows.push(queueRow(q, 0));
+  // in the tree's order, a page at a time (the server's): each row indented by its depth
+  const rows = items.map((q) => queueRow(q, Number(q.depth || 0)));
   return table("Each queue's whole subtree: GPUs used / guaranteed / max, borrowed beyond its " +
     "guarantee, guarantee lent (unused), weighted share against its weight, jobs, jobs holding " +
     "room, and its share over the last hours.",
   ["Queue", "#GPUs used / guarantee / max", "#Borrowed", "#Lent", "#Share", "#Weight",
     "#Admitted", "#Pending", "#Reservations", "Share over time"], rows,
   { "data-table": "queues" });
+}
+
+function pager(page, base, tokens, body) {
+  // previous and next pages of a server-paged list, as addresses that can be shared
+  const meta = body.metadata || {};
+  const shown = (body.items || []).length;
+  const remaining = meta.remainingItemCount || 0;
+  const bar = el("div", { class: "pager" });
+  if (tokens.length) {
+    const back = new URLSearchParams(base);
+    const earlier = tokens.slice(0, -1);
+    if (earlier.length) back.set("pages", earlier.join(","));
+    else back.delete("pages");
+    const query = back.toString();
+    bar.append(link(`${page}${query ? `?${query}` : ""}`, "← previous page"));
+  }
+  bar.append(el("span", { class: "muted" }, `${shown} shown${remaining ? `, ${remaining} more` : ""}`));
+  if (meta.continue) {
+    const forward = new URLSearchParams(base);
+    forward.set("pages", [...tokens, meta.continue].join(","));
+    bar.append(link(`${page}?${forward}`, "next page →"));
+  }
+  return bar;
 }
 
 function queueRow(q, depth) {
@@ -441,24 +454,9 @@ function jobsView(found, params, tokens) {
       el("td", { "data-field": "reason" }, j.reason || "-"),
       num(age(j.queuedAt, decided)), num(amount(gpus(j.demand)), "gpus"), cell(clusters || "-"));
   });
-  const remaining = (body.metadata && body.metadata.remainingItemCount) || 0;
-  const next = body.metadata && body.metadata.continue;
-  const pager = el("div", { class: "pager" });
   const base = new URLSearchParams(params);
-  if (tokens.length) {
-    const back = new URLSearchParams(base);
-    const earlier = tokens.slice(0, -1);
-    if (earlier.length) back.set("pages", earlier.join(","));
-    else back.delete("pages");
-    pager.append(link(`#/jobs?${back}`, "← previous page"));
-  }
-  pager.append(el("span", { class: "muted" },
-    `${items.length} shown${remaining ? `, ${remaining} more` : ""}`));
-  if (next) {
-    const forward = new URLSearchParams(base);
-    forward.set("pages", [...tokens, next].join(","));
-    pager.append(link(`#/jobs?${forward}`, "next page →"));
-  }
+  base.delete("pages");
+  const bar = pager("#/jobs", base, tokens, body);
   const where = found.namespace ? `namespace ${found.namespace}` : "every namespace";
   return [
     found.notice || "",
@@ -466,7 +464,7 @@ function jobsView(found, params, tokens) {
       ["Job", "Namespace", "Queue", "State", "#Position", "Reason", "#Age", "#GPUs", "Clusters"],
       rows.length ? rows : [el("tr", {}, el("td", { colspan: 9, class: "muted" }, "no jobs"))],
       { "data-table": "jobs" }),
-    pager,
+    bar,
   ];
 }
 

@@ -230,6 +230,22 @@ def test_the_visibility_api_answers_only_the_front_proxy_and_one_namespace_at_a_
         assert call(url, f"{PREFIX}/fleets/other", serving_ca, proxy, **alice)[0] == 404
         code, fleets = call(url, f"{PREFIX}/fleets", serving_ca, proxy, **alice)
         assert [f["metadata"]["name"] for f in fleets["items"]] == ["current"]
+        # the queues in the tree's order, each after its parent, a page at a time
+        order = [(q["metadata"]["name"], q["depth"]) for q in queues["items"]]
+        place = {name: i for i, (name, _) in enumerate(order)}
+        assert all(place[q["parent"]] < place[q["metadata"]["name"]] for q in queues["items"]
+                   if q["parent"])  # fmt: skip
+        assert dict(order)["research-training"] == dict(order)["research"] + 1
+        code, first = call(url, f"{PREFIX}/queues?limit=2", serving_ca, proxy, **alice)
+        assert [q["metadata"]["name"] for q in first["items"]] == [n for n, _ in order[:2]]
+        assert first["metadata"]["remainingItemCount"] == len(order) - 2
+        token = first["metadata"]["continue"]
+        code, rest = call(
+            url, f"{PREFIX}/queues?limit=50&continue={token}", serving_ca, proxy, **alice
+        )
+        assert [q["metadata"]["name"] for q in rest["items"]] == [n for n, _ in order[2:]]
+        assert "continue" not in rest["metadata"]
+        assert call(url, f"{PREFIX}/queues?continue=nonsense", serving_ca, proxy, **alice)[0] == 400
         held = {q["metadata"]["name"]: q for q in queues["items"]}
         assert held["research-training"]["reservations"] == 0
         assert held["research-training"]["history"]["points"][-1][2] >= 24
