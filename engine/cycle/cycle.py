@@ -413,7 +413,10 @@ class FullCycle:
     def _decide(self, job: PendingJob, reason: Reason, message: str, **extra: Any) -> None:
         if reason in explain.WAITS:  # neither admitted nor rejected: it keeps its place
             waiting = self.waiting[job.mapped.queue]
-            waiting.append((job.ref, late_key(job.order_key, job.enqueued_at, self.late_since)))
+            key = job.order_key  # with lateAfter, the late flag too (as the queue order has it)
+            if self.late_since is not None:
+                key = late_key(key, job.enqueued_at, self.late_since)
+            waiting.append((job.ref, key))
             # Its place unless a job decided later goes before it (jobs of a leaf are decided
             # in queue order): ``explain.with_positions`` makes sure, and corrects it if not.
             extra["position"] = len(waiting)
