@@ -35,7 +35,7 @@ from engine.cycle.jobs.cache import JobCache
 from engine.cycle.jobs.model import Backoff, PendingJob
 from engine.cycle.jobs.reading import classify
 from engine.cycle.model import CycleResult, Decision, GroupState
-from engine.cycle.ordering.order import QueueOrder
+from engine.cycle.ordering.order import QueueOrder, late_key
 from engine.cycle.placement.capacity import cluster_states
 from engine.cycle.placement.placer import Placer
 from engine.cycle.placement.values import queue_values
@@ -94,6 +94,8 @@ class FullCycle:
         self.held_fits: dict[tuple, bool] = {}  # ``reservations.blocking``'s answers
         self.refusals: dict[tuple[str, str], str | None] = {}  # (queue, namespace) → refusal
         self.cross = policies.scheduling.dependencies.cross_namespace  # references elsewhere
+        late = policies.scheduling.ordering.late_after  # queued at or before: late
+        self.late_since = None if late is None else now - dt.timedelta(seconds=late)
 
     def _read_jobs(self) -> None:
         """1. jobs, sorted here too: the result does not depend on the snapshot's order."""
@@ -156,7 +158,13 @@ class FullCycle:
     def _queue_order(self, by_leaf: dict[str, list[PendingJob]]) -> QueueOrder:
         fair = self.policies.scheduling.fair_sharing
         resources = fair.resources or self.quota.resources
-        return QueueOrder(self.quota, by_leaf, fair_sharing=fair.enabled, resources=resources)
+        return QueueOrder(
+            self.quota,
+            by_leaf,
+            fair_sharing=fair.enabled,
+            resources=resources,
+            late_since=self.late_since,
+        )
 
     def _take_turns(self, strict: set[str]) -> None:
         """Each job (a group: as a whole) in turn: quota, placement, preemption."""
@@ -177,7 +185,7 @@ class FullCycle:
         waiting = {queue: list(jobs) for queue, jobs in self.waiting.items()}
         for item in self.backoff:
             if item.mapped is not None:
-                waiting.setdefault(item.mapped.queue, []).append(explain.backoff_place(item))
+                waiting.setdefault(item.mapped.queue, []).append(self.backoff_place(item))
         decisions = [explain.for_backoff(b) for b in self.backoff] + self.decisions
         # every job in ``waiting`` has a decision: all of its queues are wanted
         decisions = explain.with_positions(decisions, waiting, every_queue=True)
@@ -394,6 +402,10 @@ class FullCycle:
             for member in unit.members if unit else (job,):
                 self._decide(member, Reason.BLOCKED_BY_HEAD, message)
 
+    def backoff_place(self, item: Backoff) -> tuple[str, tuple[Any, ...]]:
+        ref, key = explain.backoff_place(item)
+        return ref, late_key(key, key[1], self.late_since)
+
     def _strict(self, leaf: str) -> bool:
         queue = self.policies.queue(leaf)
         return queue is not None and queue.strategy == Strategy.STRICT_FIFO
@@ -401,7 +413,10 @@ class FullCycle:
     def _decide(self, job: PendingJob, reason: Reason, message: str, **extra: Any) -> None:
         if reason in explain.WAITS:  # neither admitted nor rejected: it keeps its place
             waiting = self.waiting[job.mapped.queue]
-            waiting.append((job.ref, job.order_key))
+            key = job.order_key  # with lateAfter, the late flag too (as the queue order has it)
+            if self.late_since is not None:
+                key = late_key(key, job.enqueued_at, self.late_since)
+            waiting.append((job.ref, key))
             # Its place unless a job decided later goes before it (jobs of a leaf are decided
             # in queue order): ``explain.with_positions`` makes sure, and corrects it if not.
             extra["position"] = len(waiting)

@@ -62,8 +62,6 @@ class Cycle(FullCycle):
     def _placed(self, decision: Decision) -> Decision:
         """``decision`` with its place among its queue's waiting jobs, those in backoff too."""
         queue = decision.queue
-        held = [
-            explain.backoff_place(b) for b in self.backoff if b.mapped and b.mapped.queue == queue
-        ]
+        held = [self.backoff_place(b) for b in self.backoff if b.mapped and b.mapped.queue == queue]
         jobs = [*self.waiting.get(queue, ()), *held]
         return explain.with_positions([decision], {queue: jobs})[0]

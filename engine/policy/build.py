@@ -31,6 +31,7 @@ from engine.policy.model import (
     NamedFilter,
     NamedScore,
     NodeShape,
+    Ordering,
     Origin,
     Placement,
     PlacementStrategy,
@@ -195,6 +196,7 @@ class Builder:
             requeue=requeue,
             preemption=_preemption(spec.get("preemption") or {}),
             reservations=_reservations(spec.get("reservations")),
+            ordering=_ordering(spec.get("ordering") or {}),
             scope=exprs[("spec", "scope")],
             origin=Origin(doc.file, doc.position(()).line) if doc else None,
             dependencies=Dependencies(
@@ -327,6 +329,11 @@ def _preemption(raw: Mapping[str, Any]) -> PreemptionLimits:
         max_per_job=raw.get("maxPerJob"),
         max_victims_per_cycle=raw.get("maxVictimsPerCycle"),
     )
+
+
+def _ordering(raw: Mapping[str, Any]) -> Ordering:
+    late = raw.get("lateAfter")
+    return Ordering(parse_duration(late) if late is not None else None)
 
 
 def _reservations(raw: Mapping[str, Any] | None) -> Reservations | None:

@@ -217,6 +217,14 @@ class Reservations:
 
 
 @dataclass(frozen=True, slots=True)
+class Ordering:
+    """``spec.ordering``: ``late_after`` seconds since a job was queued, after which it goes
+    behind the jobs queued less long (None: not set; FIFO throughout)."""
+
+    late_after: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class SchedulingPolicy:
     name: str
     queue: Expression
@@ -232,6 +240,7 @@ class SchedulingPolicy:
     groups: Groups = Groups()
     preemption: PreemptionLimits = PreemptionLimits()
     reservations: Reservations | None = None
+    ordering: Ordering = Ordering()
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,6 +9,11 @@ progressive filling). The usage share (same formula without subtracting the guar
 ties between queues that are all within their guarantees. With fair sharing disabled, children
 are compared by ``(-priority, head job's order key)``: one FIFO across queues of a tier.
 
+With ``spec.ordering.lateAfter`` a job queued at or before ``late_since`` is late: its order key
+becomes ``(-priority, True, enqueue time, uid)`` (``False`` for the others), so within a
+priority the jobs that are not late go first, and a fair key gets the head's flag after the
+queue priority: a queue whose next job is late goes after every queue whose next job is not.
+
 Each inner node keeps a heap of its children keyed that way; admitting or skipping a job only
 re-keys the nodes on its path to the root, so a pick costs O(depth × log(children)). A node
 whose key comes out unchanged (same usage, head of the same demand) is not pushed again.
@@ -16,6 +21,7 @@ whose key comes out unchanged (same usage, head of the same demand) is not pushe
 
 from __future__ import annotations
 
+import datetime as dt
 import heapq
 import math
 import operator
@@ -26,6 +32,14 @@ from engine.cycle.jobs.model import PendingJob
 from engine.cycle.quota.tree import ROOT, QuotaNode, QuotaTree
 
 _ORDER_KEY = operator.attrgetter("order_key")
+
+
+def late_key(key: tuple[Any, ...], queued: dt.datetime, late_since: dt.datetime | None) -> Any:
+    """An order key ``(-priority, enqueue time, uid)`` with the late flag (see the module
+    doc); ``key`` itself when lateness is not used."""
+    if late_since is None:
+        return key
+    return (key[0], queued <= late_since, *key[1:])
 
 
 class _Slot:
@@ -73,8 +87,10 @@ class QueueOrder:
         *,
         fair_sharing: bool,
         resources: Sequence[str],
+        late_since: dt.datetime | None = None,
     ) -> None:
         self.quota = quota
+        self.late_since = late_since
         self.fair = fair_sharing
         self.resources = tuple(r for r in resources if quota.capacity_of(r) > 0)
         self._capacities = tuple(quota.capacity_of(r) for r in self.resources)
@@ -85,8 +101,9 @@ class QueueOrder:
         for slot in self.slots.values():
             if slot.node.parent is not None:
                 slot.parent = self.slots[slot.node.parent.name]
+        by = _ORDER_KEY if late_since is None else self.job_key
         for name, jobs in jobs_by_leaf.items():
-            self.slots[name].jobs = sorted(jobs, key=_ORDER_KEY)
+            self.slots[name].jobs = sorted(jobs, key=by)
         self._build(self.slots[ROOT])
 
     def _build(self, slot: _Slot) -> None:
@@ -99,6 +116,12 @@ class QueueOrder:
         self._refresh_best(slot)
         if slot.parent is not None:
             self._rekey(slot, push=False)
+
+    def job_key(self, job: PendingJob) -> Any:
+        """Where ``job`` goes among its queue's jobs."""
+        if self.late_since is None:
+            return job.order_key
+        return late_key(job.order_key, job.enqueued_at, self.late_since)
 
     # --- picking -------------------------------------------------------------------------------
     def head(self, slot: _Slot) -> PendingJob | None:
@@ -177,7 +200,7 @@ class QueueOrder:
         the node's usage is the same: nothing else it depends on changes during a cycle."""
         node = slot.node
         if not self.fair:
-            return (-node.priority, job.order_key, node.name)
+            return (-node.priority, self.job_key(job), node.name)
         if node.total != slot.memo_total:
             slot.memo.clear()
             slot.memo_total = dict(node.total)
@@ -190,6 +213,8 @@ class QueueOrder:
         if key is None:
             borrowed, used = self._shares(*slot.memo_base, node.weight, demand)
             key = slot.memo[demand] = (-node.priority, borrowed, used, node.name)
+        if self.late_since is not None:
+            return (key[0], job.enqueued_at <= self.late_since, *key[1:])
         return key
 
     def _demand(self, amounts: Mapping[str, int]) -> tuple[int, ...]:
