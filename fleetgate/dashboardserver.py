@@ -54,10 +54,8 @@ def create_dashboard_app(live: Live) -> Flask:
     @app.get(DASHBOARD)
     @app.get(f"{DASHBOARD}<name>")
     def files(name: str = "") -> Response:
-        found = dashboard.asset(name)
-        if found is None:
-            return _status(404, "NotFound", "no such file in the dashboard")
-        return Response(found[0], content_type=found[1], headers=dashboard.HEADERS)
+        found = dashboard.response(name)
+        return found or _status(404, "NotFound", "no such file in the dashboard")
 
     @app.get(f"{PREFIX}/<path:rest>")
     def visibility(rest: str) -> Response:

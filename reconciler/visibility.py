@@ -218,10 +218,8 @@ def create_visibility_app(
     @app.get(f"{PREFIX}/dashboard/")
     @app.get(f"{PREFIX}/dashboard/<name>")
     def dashboard_file(name: str = "") -> Response:
-        found = dashboard.asset(name)
-        if found is None:
-            return answer(404, "NotFound", "no such file in the dashboard")
-        return Response(found[0], content_type=found[1], headers=dashboard.HEADERS)
+        found = dashboard.response(name)
+        return found or answer(404, "NotFound", "no such file in the dashboard")
 
     @app.get(f"{PREFIX}/namespaces/<namespace>/jobs/<name>")
     def job(namespace: str, name: str) -> Response:

@@ -13,6 +13,8 @@ from __future__ import annotations
 from functools import cache
 from importlib import resources
 
+from flask import Response
+
 TYPES = {
     ".html": "text/html; charset=utf-8",
     ".js": "text/javascript; charset=utf-8",
@@ -44,3 +46,12 @@ def asset(name: str) -> tuple[bytes, str] | None:
     """A file of the dashboard and its content type (``index.html`` for ''); None for any
     name that is not one of its files."""
     return _files().get(name or "index.html")
+
+
+def response(name: str) -> Response | None:
+    """The answer serving the file ``name`` (:func:`asset`) with the page's headers; None for
+    a name that is not one of its files."""
+    found = asset(name)
+    if found is None:
+        return None
+    return Response(found[0], content_type=found[1], headers=HEADERS)

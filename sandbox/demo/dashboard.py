@@ -75,7 +75,7 @@ def start_dashboard(stack: contextlib.ExitStack, kubeconfig: Path) -> str:
     process = subprocess.Popen(
         command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env
     )
-    stack.callback(_stop, process)
+    stack.callback(stop, process)
     said: queue.Queue[str] = queue.Queue()
 
     def read() -> None:
@@ -94,7 +94,8 @@ def start_dashboard(stack: contextlib.ExitStack, kubeconfig: Path) -> str:
     return line.removeprefix("dashboard: ").strip()
 
 
-def _stop(process: subprocess.Popen[str]) -> None:
+def stop(process: subprocess.Popen[str]) -> None:
+    """Terminate ``process`` and wait for it; kill it when it does not end within 10 s."""
     process.terminate()
     try:
         process.wait(timeout=10)

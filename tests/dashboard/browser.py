@@ -77,10 +77,6 @@ class Browser:
             if e.get("level") == "SEVERE" and e.get("source") == "network"
         ]
 
-    def screenshot(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.driver.save_screenshot(str(path))
-
 
 @contextlib.contextmanager
 def chromium(profile: Path) -> Iterator[Browser]:

@@ -25,6 +25,7 @@ from selenium.webdriver.common.keys import Keys
 
 from fleetgate.dashboardserver import DashboardServer
 from fleetgate.liveapi import Live
+from sandbox.demo.dashboard import stop
 from sandbox.karmada import KarmadaControllers
 from sandbox.server import Sandbox
 from tests.conftest import REPO, require_tool
@@ -93,12 +94,7 @@ def kubectl_proxy(kubeconfig: Path) -> Iterator[str]:
         assert found is not None, line
         yield f"http://127.0.0.1:{found.group(1)}"
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
+        stop(process)
 
 
 @pytest.fixture

@@ -63,17 +63,8 @@ def front_proxy_settings(api_client: kubernetes.client.ApiClient, ca: Path) -> N
 def call(
     url: str, path: str, serving_ca: Path, client: tuple[Path, Path] | None, **headers: str
 ) -> tuple[int, Any]:
-    context = ssl.create_default_context(cafile=str(serving_ca))
-    if client is not None:
-        context.load_cert_chain(*map(str, client))
-    host, port = url.removeprefix("https://").rsplit(":", 1)
-    conn = http.client.HTTPSConnection(host, int(port), timeout=10, context=context)
-    try:
-        conn.request("GET", path, headers=headers)
-        answer = conn.getresponse()
-        return answer.status, json.loads(answer.read() or b"null")
-    finally:
-        conn.close()
+    status, _, body = exchange(url, path, serving_ca, client, headers)
+    return status, json.loads(body or b"null")
 
 
 def fetch(

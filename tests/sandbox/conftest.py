@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,14 +16,21 @@ from sandbox.store import Store
 IN_CI = os.environ.get("CI", "").lower() == "true"
 
 
-@pytest.fixture
-def sandbox(tmp_path: Path) -> Iterator[Sandbox]:
+@contextlib.contextmanager
+def running_sandbox() -> Iterator[Sandbox]:
+    """A sandbox API server on 127.0.0.1:0, stopped on the way out."""
     server = Sandbox(Store(event_log_limit=1000), bookmark_interval=0.5)
     server.start(port=0)
     try:
         yield server
     finally:
         server.stop(timeout=5)
+
+
+@pytest.fixture
+def sandbox() -> Iterator[Sandbox]:
+    with running_sandbox() as server:
+        yield server
 
 
 @pytest.fixture

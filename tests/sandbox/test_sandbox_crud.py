@@ -15,8 +15,8 @@ from kubernetes.client import CoordinationV1Api, CoreV1Api, CustomObjectsApi
 from kubernetes.client.rest import ApiException
 
 from sandbox.server import Sandbox
-from sandbox.store import Store
 from tests.sandbox.builders import RB_PLURAL, WORK, binding, pytorchjob
+from tests.sandbox.conftest import running_sandbox
 
 GROUP, VERSION = WORK
 JSON_PATCH = "application/json-patch+json"  # CustomObjectsApi sends merge patches by default
@@ -25,12 +25,8 @@ NAMESPACES = itertools.count()
 
 @pytest.fixture(scope="module")
 def sandbox() -> Iterator[Sandbox]:
-    server = Sandbox(Store(event_log_limit=1000), bookmark_interval=0.5)
-    server.start(port=0)
-    try:
+    with running_sandbox() as server:
         yield server
-    finally:
-        server.stop(timeout=5)
 
 
 @pytest.fixture
