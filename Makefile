@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo dashboard-screenshots dry-run-demo bench-e2e bench-dashboard lint bench bench-cel bench-instructions bench-webhook bench-sandbox bench-snapshot bench-simulate soak chaos mutate clean
+.PHONY: test demo manifests dashboard-screenshots dry-run-demo bench-e2e bench-dashboard lint bench bench-cel bench-instructions bench-webhook bench-sandbox bench-snapshot bench-simulate soak chaos mutate clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -27,6 +27,12 @@ test: $(STAMP)
 # of three tenants, a cluster failure, a summary (docs/demo.md).
 demo: $(STAMP)
 	$(BIN)/fleetgate demo
+
+# The release manifests in dist/ from deploy/ (docs/install.md): IMAGE names your image.
+IMAGE ?= fleetgate:0.1.0
+
+manifests:
+	bash scripts/manifests.sh $(IMAGE)
 
 # One scheduling cycle of policies/ on the example fleet snapshot, without running anything.
 # The dashboard's pages as docs/images/dashboard-*.png, taken in headless Chromium while the demo

@@ -16,6 +16,7 @@ from typing import Any
 from engine import argtypes
 from reconciler import estimatorargs
 from reconciler.writers import DEFAULT_WRITE_WORKERS
+from webhook import certargs
 
 
 def add_parser(subparsers: Any) -> None:
@@ -95,6 +96,7 @@ def add_parser(subparsers: Any) -> None:
     )
     parser.add_argument("--tls-cert", type=Path, metavar="FILE", help="webhook certificate (PEM)")
     parser.add_argument("--tls-key", type=Path, metavar="FILE", help="webhook private key (PEM)")
+    certargs.add_arguments(parser)
     election = parser.add_argument_group("leader election")
     election.add_argument(
         "--no-leader-elect",

@@ -57,6 +57,8 @@ from reconciler.loop import Reconciler
 from reconciler.resources import NAMESPACES
 from reconciler.settings import ReconcilerSettings
 from reconciler.writers import DEFAULT_WRITE_WORKERS
+from webhook import certargs
+from webhook.certmanager import CertManager
 
 log = logging.getLogger("fleetgate.reconciler.serve")
 USER_AGENT = "fleetgate-reconciler"
@@ -84,6 +86,7 @@ class Serving:
     writers: tuple[str, ...] = ()  # --fleetgate-user: who may change fleetgate's marks
     servers: list[Any] = field(default_factory=list)  # webhook.serve.WebhookServer
     addresses: dict[str, str] = field(default_factory=dict)  # "api"/"webhook" → URL
+    certificates: CertManager | None = None  # --tls-secret: the managed serving certificate
 
 
 def default_identity() -> str:
@@ -172,14 +175,33 @@ def start_all(args: argparse.Namespace, identity: str) -> Serving:
         _serve_api(serving, args.host, args.port)
         tls_host = getattr(args, "tls_host", args.host)
         serving.writers = tuple(getattr(args, "fleetgate_user", None) or ())
+        cert, key = args.tls_cert, args.tls_key
+        if getattr(args, "tls_secret", None) is not None:
+            cert, key = _managed_certificate(serving, args, identity)
         if args.webhook_port is not None:
-            _serve_webhook(serving, tls_host, args.webhook_port, args.tls_cert, args.tls_key)
+            _serve_webhook(serving, tls_host, args.webhook_port, cert, key)
         if getattr(args, "visibility_port", None) is not None:
-            _serve_visibility(serving, tls_host, args.visibility_port, args.tls_cert, args.tls_key)
+            _serve_visibility(serving, tls_host, args.visibility_port, cert, key)
     except (OSError, FleetgateError) as error:
         stop_all(serving, 10.0)
         raise ServeError(f"cannot start: {error}") from error
     return serving
+
+
+def _managed_certificate(
+    serving: Serving, args: argparse.Namespace, identity: str
+) -> tuple[Path, Path]:
+    """``--tls-secret``: the managed certificate's files (``webhook.certmanager``), made or
+    read before the servers start. Its own client: every replica keeps the Secret and the
+    caBundle (conflicts are settled by resourceVersion), so the leader's fence is not in its
+    way."""
+    from webhook.certmanager import start_managed
+
+    client = api_client(args.kubeconfig, args.context, identity)
+    manager = certargs.manager(args, client)
+    serving.certificates = manager
+    start_managed(manager)
+    return manager.cert_file, manager.key_file
 
 
 def stop_all(serving: Serving, timeout: float) -> bool:
@@ -193,6 +215,8 @@ def stop_all(serving: Serving, timeout: float) -> bool:
     for server in reversed(serving.servers):
         with contextlib.suppress(FleetgateError):
             server.stop(min(5.0, left()))
+    if serving.certificates is not None:
+        serving.certificates.stop(min(5.0, left()))
     if serving.keeper is not None:
         serving.keeper.stop(min(5.0, left()))
     rec = serving.reconciler
@@ -334,12 +358,20 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(
         level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    wrong = certargs.problem(args)
+    if wrong is not None:
+        print(f"fleetgate serve: {wrong}", file=sys.stderr)
+        return EXIT_USAGE
     for flag, port in (
         ("--webhook-port", args.webhook_port),
         ("--visibility-port", args.visibility_port),
     ):
-        if port is not None and (args.tls_cert is None or args.tls_key is None):
-            print(f"fleetgate serve: {flag} needs --tls-cert and --tls-key", file=sys.stderr)
+        files = args.tls_cert is not None and args.tls_key is not None
+        if port is not None and not files and args.tls_secret is None:
+            print(
+                f"fleetgate serve: {flag} needs --tls-cert and --tls-key, or --tls-secret",
+                file=sys.stderr,
+            )
             return EXIT_USAGE
     try:
         settings_of(args)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from sandbox import discovery, errors, reviews
 from sandbox.aggregator import Aggregator, api_groups, claiming
 from sandbox.authn import Authenticator, User
+from sandbox.dns import Hosts
 from sandbox.frontproxy import FrontProxy
 from sandbox.rbac import Authorizer
 from sandbox.requestinfo import attributes
@@ -35,11 +36,12 @@ class Access:
         authenticator: Authenticator,
         front_proxy: FrontProxy,
         service_urls: Mapping[tuple[str, str, int], str],
+        hosts: Hosts | None = None,
     ) -> None:
         self.authenticator = authenticator
         self.front_proxy = front_proxy
         self.service_urls = service_urls
-        self.aggregator = Aggregator(front_proxy, lambda: self.service_urls)
+        self.aggregator = Aggregator(front_proxy, lambda: self.service_urls, hosts)
         self._served: tuple[Registry, frozenset[str], frozenset[tuple[str, str]]] | None = None
 
     def admit(

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit
 
 from sandbox.authn import User
+from sandbox.dns import Hosts, route
 from sandbox.frontproxy import FrontProxy
 
 if TYPE_CHECKING:
@@ -124,9 +125,11 @@ class Aggregator:
         self,
         front_proxy: FrontProxy,
         service_urls: Callable[[], Mapping[tuple[str, str, int], str]],
+        hosts: Hosts | None = None,
     ) -> None:
         self.front_proxy = front_proxy
         self._service_urls = service_urls
+        self.hosts = hosts if hosts is not None else {}  # in place of cluster DNS (sandbox.dns)
         self._contexts: dict[tuple[str, bool], ssl.SSLContext] = {}
         self._lock = threading.Lock()
         self._open: set[http.client.HTTPConnection] = set()  # being relayed
@@ -143,7 +146,11 @@ class Aggregator:
         spec = service["spec"]
         reference = spec["service"]
         key = (str(reference.get("namespace")), str(reference.get("name")))
-        base = self._service_urls().get((*key, int(reference.get("port") or 443)))
+        port = int(reference.get("port") or 443)
+        base = self._service_urls().get((*key, port))
+        dns = f"{key[1]}.{key[0]}.svc"  # what kube-aggregator dials and verifies
+        if base is None and (dns, port) in self.hosts:
+            base = f"https://{dns}:{port}"
         if base is None:
             name = service["metadata"]["name"]
             log.warning("APIService %s: service %s/%s has no URL here", name, *key)
@@ -195,7 +202,11 @@ class Aggregator:
             pem = base64.b64decode(ca_bundle) if ca_bundle else None
             context = self.front_proxy.client_context(pem, verify)
             self._contexts[(ca_bundle, verify)] = context
-        return http.client.HTTPSConnection(host, port or 443, timeout=timeout, context=context)
+        connection = http.client.HTTPSConnection(
+            host, port or 443, timeout=timeout, context=context
+        )
+        route(connection, self.hosts)
+        return connection
 
 
 def _dropped(name: str) -> bool:

@@ -19,7 +19,7 @@ import csv
 import io
 import logging
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -131,6 +131,8 @@ class Authenticator:
     def __init__(self, admin_token: str | None, users: Mapping[str, User] | None = None) -> None:
         self.admin_token = admin_token
         self._users = {token: user.authenticated() for token, user in (users or {}).items()}
+        # a ServiceAccount's token Secret (sandbox.secrets): token → its user, or None
+        self.service_accounts: Callable[[str], User | None] | None = None
         if admin_token:
             self._users[admin_token] = ADMIN
 
@@ -138,7 +140,12 @@ class Authenticator:
         self._users[token] = user.authenticated()
 
     def token(self, token: str) -> User | None:
-        return self._users.get(token) if token else None
+        if not token:
+            return None
+        found = self._users.get(token)
+        if found is None and self.service_accounts is not None:
+            found = self.service_accounts(token)
+        return found
 
     def request(self, authorization: str | None) -> User:
         """The caller of a request with this Authorization header; 401 when it names nobody."""
@@ -149,3 +156,9 @@ class Authenticator:
         if user is None:
             raise errors.StatusError(errors.status(401, "Unauthorized", "Unauthorized"))
         return user
+
+
+def service_account_user(namespace: str, name: str, uid: str = "") -> User:
+    """A ServiceAccount's user, with the groups kube-apiserver gives it."""
+    groups = ("system:serviceaccounts", f"system:serviceaccounts:{namespace}")
+    return User(f"system:serviceaccount:{namespace}:{name}", uid, groups).authenticated()

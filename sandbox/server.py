@@ -13,9 +13,11 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from sandbox import bootstrap, frontproxy, tls
+from sandbox import secrets as secrets_
 from sandbox.access import Access
 from sandbox.authn import Authenticator, User
 from sandbox.connections import ApiHTTPServer, ExtraRoute, RequestHook
+from sandbox.dns import Hosts
 from sandbox.http import ApiHandler
 from sandbox.kubeconfig import write_kubeconfig
 from sandbox.store import Store
@@ -68,8 +70,12 @@ class Sandbox:
         self.service_urls: dict[tuple[str, str, int], str] = dict(service_urls or {})
         self.front_proxy = front_proxy or frontproxy.generate()
         self.authenticator = Authenticator(self.token, users)
-        self.access = Access(self.authenticator, self.front_proxy, self.service_urls)
+        self.authenticator.service_accounts = secrets_.TokenIndex(self.store).user
+        # (host, port) → (address, port): names resolved in place of cluster DNS (sandbox.dns)
+        self.hosts: Hosts = {}
+        self.access = Access(self.authenticator, self.front_proxy, self.service_urls, self.hosts)
         self._tls = tls.generate() if tls_enabled else None
+        self.store.ca_pem = self._tls.ca_pem if self._tls else None
         self._max_connections = max_connections
         self._bookmark_interval = bookmark_interval
         self._server: ApiHTTPServer | None = None
@@ -79,7 +85,9 @@ class Sandbox:
         self.url = ""
         self.webhooks: WebhookAdmission | None = None
         if webhooks and self.store.admission is None:
-            self.webhooks = WebhookAdmission(self.store, service_urls=service_urls)
+            self.webhooks = WebhookAdmission(
+                self.store, service_urls=service_urls, hosts=self.hosts
+            )
             self.store.admission = self.webhooks
 
     @property
@@ -143,7 +151,9 @@ class Sandbox:
         self.stop(timeout)
         self.store = store if store is not None else Store()
         if self.webhooks is not None and self.store.admission is None:
-            self.webhooks = WebhookAdmission(self.store, service_urls=self.webhooks.service_urls)
+            self.webhooks = WebhookAdmission(
+                self.store, service_urls=self.webhooks.service_urls, hosts=self.hosts
+            )
             self.store.admission = self.webhooks
         return self.start(int(port), host)
 

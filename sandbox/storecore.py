@@ -48,6 +48,7 @@ class StoreCore:
         self.registry = registry or default_registry()
         self.schemas = schemas if schemas is not None else load_schemas()
         self.admission: Admission | None = None
+        self.ca_pem: bytes | None = None  # the server's CA: ca.crt of service-account tokens
         self._rng = rng or random.Random()
         self._clock = clock or (lambda: datetime.now(UTC))
         self._lock = threading.RLock()

@@ -31,6 +31,8 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 from urllib.parse import urlsplit, urlunsplit
 
+from sandbox.dns import Hosts, route
+
 REVIEW_VERSION = "admission.k8s.io/v1"
 IDLE_PER_SERVICE = 8  # idle kept-alive connections kept per webhook service
 IDLE_SECONDS = 5.0  # an idle connection older than this is closed, not reused
@@ -111,10 +113,11 @@ class TLSContexts:
     """Client TLS contexts by caBundle, built once each (loading a CA costs a few ms), and the
     pool of kept-alive connections (``connections``) the calls made with them share."""
 
-    def __init__(self) -> None:
+    def __init__(self, hosts: Hosts | None = None) -> None:
         self._lock = threading.Lock()
         self._contexts: dict[str, ssl.SSLContext] = {}
         self.connections = ConnectionPool()
+        self.hosts = hosts  # names resolved in place of cluster DNS (sandbox.dns)
 
     def get(self, ca_bundle: str) -> ssl.SSLContext:
         with self._lock:
@@ -204,6 +207,7 @@ def _call(
         )
     else:
         connection = http.client.HTTPConnection(service.host, service.port, timeout=remaining)
+    route(connection, contexts.hosts)
     return _exchange(contexts.connections, service, connection, path, data, deadline)
 
 

@@ -38,6 +38,7 @@ import jsonpatch
 from sandbox import errors
 from sandbox.admission import CREATE, DELETE, UPDATE, AdmissionRequest, add_warning
 from sandbox.authn import acting
+from sandbox.dns import Hosts
 from sandbox.resources import ResourceType
 from sandbox.selectors import LabelSelector, Requirement
 from sandbox.webhookcall import REVIEW_VERSION, CallError, TLSContexts, post_review, with_timeout
@@ -83,11 +84,13 @@ class WebhookAdmission:
         *,
         service_urls: Mapping[tuple[str, str, int], str] | None = None,
         user_info: Mapping[str, Any] | None = None,
+        hosts: Hosts | None = None,
     ) -> None:
         self._store = store
         self.service_urls: dict[tuple[str, str, int], str] = dict(service_urls or {})
         self.user_info = dict(user_info or DEFAULT_USER)
-        self._contexts = TLSContexts()
+        self.hosts = hosts if hosts is not None else {}  # in place of cluster DNS (sandbox.dns)
+        self._contexts = TLSContexts(self.hosts)
 
     # -- the Admission protocol --------------------------------------------------------------
 

@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from sandbox import errors, meta
+from sandbox import errors, meta, secrets
 from sandbox.admission import CREATE, UPDATE
 from sandbox.deletion import Deletions
 from sandbox.jsoncopy import copy_json
@@ -272,6 +272,8 @@ class Writes(Deletions):
         if rt.kind == "Namespace":
             new["spec"] = {"finalizers": ["kubernetes"]}
             new["status"] = {"phase": "Active"}
+        if rt.key == "secrets":
+            secrets.prepare(new, None, self.service_account, self.ca_pem)
 
     def _prepare_update(
         self,
@@ -283,6 +285,8 @@ class Writes(Deletions):
         new = copy_json(proposed)
         new["apiVersion"], new["kind"] = rt.storage_api_version, rt.kind
         meta.carry_server_fields(new, current)
+        if rt.key == "secrets":
+            secrets.prepare(new, current, self.service_account, self.ca_pem)
         if subresource == "status":
             status = new.get("status")
             new = copy_json(current)
@@ -303,6 +307,10 @@ class Writes(Deletions):
         new["metadata"]["generation"] = generation
         new["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
         return new
+
+    def service_account(self, namespace: str, name: str) -> Mapping[str, Any] | None:
+        """The stored ServiceAccount (not a copy: do not change it), or None."""
+        return self._objects["serviceaccounts"].get((namespace, name))
 
     def _check_namespace(self, rt: ResourceType, namespace: str, name: str) -> None:
         """404 when the namespace does not exist; 403 while it terminates."""

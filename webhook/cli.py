@@ -20,9 +20,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine import argtypes
+from webhook import certargs
 
 if TYPE_CHECKING:
     from reconciler.informer import Informer
+    from webhook.certmanager import CertManager
     from webhook.fit import Fleet
 
 log = logging.getLogger("fleetgate.webhook")
@@ -128,6 +130,7 @@ def add_parser(subparsers: Any) -> None:
         help="load a change to the policy files only once they have stayed unchanged this long, "
         "so that a file still being written never goes live (0.3; 0: at once)",
     )
+    certargs.add_arguments(parser)
     parser.add_argument(
         "--log-level",
         default="INFO",
@@ -158,12 +161,15 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(
         level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    if not args.insecure_http and (args.tls_cert is None or args.tls_key is None):
-        print(
-            "fleetgate webhook: --tls-cert and --tls-key are required (or --insecure-http "
-            "for local tests)",
-            file=sys.stderr,
+    wrong = certargs.problem(args)
+    files = args.tls_cert is not None and args.tls_key is not None
+    if wrong is None and args.tls_secret is None and not args.insecure_http and not files:
+        wrong = (
+            "--tls-cert and --tls-key (or --tls-secret) are required (or --insecure-http "
+            "for local tests)"
         )
+    if wrong is not None:
+        print(f"fleetgate webhook: {wrong}", file=sys.stderr)
         return EXIT_USAGE
     try:
         fleet = _fleet(args.fleet)
@@ -195,7 +201,14 @@ def run(args: argparse.Namespace) -> int:
     writers = frozenset(args.fleetgate_user or DEFAULT_WRITERS)
     app = create_app(holder, fleet=fleet, namespaces=labels, writers=writers)
     stats = app.extensions["fleetgate.metrics"]
+    try:
+        managed = _managed_certificate(args)
+    except FleetgateError as err:
+        print(f"fleetgate webhook: cannot start: {err}", file=sys.stderr)
+        return EXIT_FAILED
     tls = None if args.insecure_http else (args.tls_cert, args.tls_key)
+    if managed is not None:
+        tls = (managed.cert_file, managed.key_file)
     if tls is None:
         for line in _INSECURE:
             log.warning(line)
@@ -215,6 +228,8 @@ def run(args: argparse.Namespace) -> int:
         )
         server.start()
     except (OSError, FleetgateError) as err:
+        if managed is not None:
+            managed.stop()
         print(f"fleetgate webhook: cannot start: {err}", file=sys.stderr)
         return EXIT_FAILED
     _tune_for_latency()
@@ -227,9 +242,27 @@ def run(args: argparse.Namespace) -> int:
         stop.wait()
     log.info("shutting down")
     server.stop()
+    if managed is not None:
+        managed.stop()
     if watched is not None:
         watched.stop()
     return EXIT_OK
+
+
+def _managed_certificate(args: argparse.Namespace) -> CertManager | None:
+    """With ``--tls-secret``: the certificate made or read, its files written, its checks
+    started (``webhook.certmanager``)."""
+    if args.tls_secret is None:
+        return None
+    from reconciler.serve import api_client
+    from webhook.certmanager import start_managed
+
+    client = api_client(args.kubeconfig, args.context, "webhook")
+    client.user_agent = "fleetgate-webhook"
+    manager = certargs.manager(args, client)
+    start_managed(manager)
+    log.info("serving certificate from %s (files in %s)", manager.where, manager.directory)
+    return manager
 
 
 def _namespaces(kubeconfig: Path | None, context: str | None) -> Informer | None:

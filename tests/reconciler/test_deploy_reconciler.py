@@ -17,6 +17,7 @@ from tests.webhook.test_deploy import one, rendered
 __all__ = ["rendered"]  # the fixture, used by name
 
 NAME = "fleetgate-reconciler"
+ROLE = f"{NAME}-leader-election"
 READ = {"get", "list", "watch"}
 
 
@@ -62,11 +63,13 @@ def test_the_deployment_runs_serve_with_leader_election_on_its_mounts(rendered):
         assert selector.get("matchLabels", selector).items() <= labels.items()
 
     # the Lease it elects on is the one its Role on the karmada-apiserver names
-    role = one(rendered["karmada"], "Role")
+    role = one(rendered["karmada"], "Role", ROLE)
     assert role["metadata"]["namespace"] == args.lease_namespace
     names = {n for rule in role["rules"] for n in rule.get("resourceNames", [])}
-    # and the ConfigMap of the last good policy set, in the same namespace (reconciler.lastgood)
-    assert names == {args.lease_name, args.last_good_configmap}
+    # and the ConfigMap of the last good policy set, in the same namespace (reconciler.lastgood),
+    # and the Secret of its managed serving certificate (webhook.certmanager)
+    assert args.tls_secret == (args.lease_namespace, "fleetgate-visibility-tls")
+    assert names == {args.lease_name, args.last_good_configmap, args.tls_secret[1]}
 
 
 def grants(rules: list[dict[str, Any]]) -> dict[tuple[str, str], set[str]]:
@@ -86,6 +89,10 @@ def test_the_cluster_role_is_exactly_what_the_reconciler_touches(rendered):
         expected[("work.karmada.io", plural)].add("patch")
         expected[("work.karmada.io", f"{plural}/status")] = {"patch"}
     expected[("", "events")] = {"create"}
+    # the caBundle of the visibility API, from its managed CA (--ca-inject)
+    expected[("apiregistration.k8s.io", "apiservices")] = {"get", "patch"}
+    names = {n for rule in role["rules"] for n in rule.get("resourceNames", [])}
+    assert names == {"v1alpha1.visibility.fleetgate.io"}
     assert grants(role["rules"]) == expected
 
 
@@ -93,10 +100,11 @@ def test_the_role_and_bindings_name_the_reconcilers_account(rendered):
     account = one(rendered["karmada"], "ServiceAccount", NAME)
     namespace = account["metadata"]["namespace"]
     assert one(rendered["karmada"], "Namespace")["metadata"]["name"] == namespace
-    role = one(rendered["karmada"], "Role")
+    role = one(rendered["karmada"], "Role", ROLE)
     assert grants(role["rules"]) == {
         ("coordination.k8s.io", "leases"): {"create", "get", "update"},
         ("", "configmaps"): {"create", "get", "update"},
+        ("", "secrets"): {"create", "get", "update"},
     }
     subject = {"kind": "ServiceAccount", "name": NAME, "namespace": namespace}
     for kind, name, role_kind, role_name in (
@@ -119,7 +127,7 @@ def test_the_role_and_bindings_name_the_reconcilers_account(rendered):
             "kind": role_kind,
             "name": role_name,
         }
-    token = one(rendered["karmada"], "Secret")
+    token = one(rendered["karmada"], "Secret", f"{NAME}-token")
     assert token["type"] == "kubernetes.io/service-account-token"
     assert token["metadata"]["annotations"]["kubernetes.io/service-account.name"] == NAME
 
@@ -145,15 +153,11 @@ def test_the_visibility_apiservice_reaches_the_reconcilers_https_port(rendered):
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     assert ports[port["targetPort"]] == args.visibility_port
     assert args.host == "0.0.0.0" and args.api_auth == "auto"  # exposed: delegated auth
+    # its managed certificate names the ExternalName's target, and its CA goes to this APIService
+    assert target in args.tls_dns_name
+    assert [str(t) for t in args.ca_inject] == ["apiservices/v1alpha1.visibility.fleetgate.io"]
     mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
-    volumes = {v["name"]: v for v in pod["volumes"]}
-    assert args.tls_cert.parent.as_posix() == mounts["visibility-tls"]
-    secret = volumes["visibility-tls"]["secret"]["secretName"]
-    certificate = next(
-        c["spec"] for c in rendered["host"]
-        if c["kind"] == "Certificate" and c["spec"]["secretName"] == secret
-    )  # fmt: skip
-    assert target in certificate["dnsNames"]
+    assert args.tls_dir.as_posix().startswith(mounts["tmp"] + "/")
     readers = one(rendered["karmada"], "ClusterRole", "fleetgate-visibility-reader")
     assert grants(readers["rules"]) == {("visibility.fleetgate.io", "jobs"): {"get", "list"}}
     aggregates = one(rendered["karmada"], "ClusterRole", "fleetgate-queue-reader")

@@ -3,8 +3,8 @@ recent kubectl, failed under ``CI=true``) and by reading the manifests the kusto
 (same checks on the result).
 
 Consistency checked against the code: webhook URLs are routes of the app, probe paths exist,
-the Service, Certificate and URLs agree on names, and the generated ConfigMap holds a policy set
-that loads to the same version as ``policies/``.
+the Service, the managed certificate's names and URLs agree, and the generated ConfigMap holds
+a policy set that loads to the same version as ``policies/``.
 """
 
 from __future__ import annotations
@@ -82,7 +82,8 @@ def render_by_hand(directory: Path) -> list[dict[str, Any]]:
         for obj in objects:
             for container in _containers(obj):
                 if container["image"] == image["name"]:
-                    container["image"] = f"{image['newName']}:{image['newTag']}"
+                    name = image.get("newName", image["name"])
+                    container["image"] = f"{name}:{image['newTag']}"
     return objects
 
 
@@ -124,11 +125,6 @@ def test_every_object_has_the_basics(rendered):
             "Deployment",
             "PodDisruptionBudget",
             "PodDisruptionBudget",
-            "Issuer",
-            "Issuer",
-            "Certificate",
-            "Certificate",
-            "Certificate",  # the visibility API's serving certificate
         ]
     )
     karmada_kinds = sorted(o["kind"] for o in rendered["karmada"])
@@ -137,16 +133,22 @@ def test_every_object_has_the_basics(rendered):
         "ClusterRole",  # the reconciler's RBAC (tests/reconciler/test_deploy_reconciler.py)
         "ClusterRole",  # the tenants' readers of the visibility API
         "ClusterRole",
+        "ClusterRole",  # the webhook's: Namespaces, its configurations' caBundle
         "ClusterRoleBinding",
         "ClusterRoleBinding",  # system:auth-delegator: TokenReview, SubjectAccessReview
+        "ClusterRoleBinding",  # the webhook's
         "MutatingWebhookConfiguration",
         "Namespace",
         "Role",
+        "Role",  # the webhook's: its certificate's Secret
         "RoleBinding",
         "RoleBinding",  # extension-apiserver-authentication-reader in kube-system
+        "RoleBinding",  # the webhook's
         "Secret",
+        "Secret",  # the webhook's token
         "Service",  # the ExternalName the APIService names
         "ServiceAccount",
+        "ServiceAccount",  # the webhook's
         "ValidatingWebhookConfiguration",
     ]
     for obj in rendered["host"]:
@@ -162,7 +164,7 @@ def test_the_deployment_is_hardened_and_probes_real_routes(rendered, holder):
     assert pod["securityContext"]["runAsNonRoot"] is True
     assert pod["automountServiceAccountToken"] is False
     [container] = pod["containers"]
-    assert container["image"] == "registry.example.com/fleetgate:0.1.0"
+    assert container["image"] == "fleetgate:0.1.0"  # make manifests IMAGE=… names yours
     security = container["securityContext"]
     assert security["readOnlyRootFilesystem"] is True
     assert security["allowPrivilegeEscalation"] is False
@@ -182,18 +184,38 @@ def test_the_deployment_is_hardened_and_probes_real_routes(rendered, holder):
         assert get["scheme"] == "HTTPS"
         assert get["port"] in ports
 
-    args = dict(arg.removeprefix("--").split("=", 1) for arg in container["args"][1:])
+    args: dict[str, list[str]] = {}
+    for arg in container["args"][1:]:
+        key, _, value = arg.removeprefix("--").partition("=")
+        args.setdefault(key, []).append(value)
     assert container["args"][0] == "webhook"
-    assert int(args["port"]) == ports["https"]
+    assert int(args["port"][0]) == ports["https"]
     mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
     volumes = {v["name"]: v for v in pod["volumes"]}
-    assert args["policies"] == mounts["policies"]
-    assert args["tls-cert"] == f"{mounts['tls']}/tls.crt"
-    assert args["tls-key"] == f"{mounts['tls']}/tls.key"
+    assert args["policies"] == [mounts["policies"]]
     config_map = one(rendered["host"], "ConfigMap")
     assert volumes["policies"]["configMap"]["name"] == config_map["metadata"]["name"]
-    certificate = one(rendered["host"], "Certificate", "fleetgate-webhook")
-    assert volumes["tls"]["secret"]["secretName"] == certificate["spec"]["secretName"]
+    # the managed certificate: its files on the writable /tmp, its names the Service's and the
+    # URL's, its CA injected into both webhook configurations
+    assert "tls-cert" not in args and "tls-key" not in args
+    assert args["tls-dir"][0].startswith(mounts["tmp"] + "/")
+    assert args["kubeconfig"] == [f"{mounts['karmada-kubeconfig']}/kubeconfig"]
+    assert volumes["karmada-kubeconfig"]["secret"]["secretName"] == "fleetgate-webhook-kubeconfig"
+    assert args["tls-secret"] == ["fleetgate-system/fleetgate-webhook-tls"]
+    service_name = "fleetgate-webhook.fleetgate-system.svc"
+    assert args["tls-dns-name"] == [service_name, f"{service_name}.cluster.local"]
+    hosts = {
+        urlsplit(hook["clientConfig"]["url"]).hostname
+        for doc in rendered["karmada"]
+        for hook in doc.get("webhooks", [])
+    }
+    assert hosts == {service_name}
+    configurations = {
+        f"{doc['kind'].lower()}s/{doc['metadata']['name']}"
+        for doc in rendered["karmada"]
+        if doc.get("webhooks")
+    }
+    assert set(args["ca-inject"]) == configurations
 
     service = one(rendered["host"], "Service", "fleetgate-webhook")
     labels = spec["template"]["metadata"]["labels"]
@@ -221,7 +243,10 @@ def test_webhook_settings(rendered, holder):
         rule.rule for rule in create_app(holder).url_map.iter_rules() if "POST" in rule.methods
     }
     service = one(rendered["host"], "Service", "fleetgate-webhook")
-    certificate = one(rendered["host"], "Certificate", "fleetgate-webhook")
+    [container] = one(rendered["host"], "Deployment", "fleetgate-webhook")["spec"]["template"][
+        "spec"
+    ]["containers"]
+    dns_names = [a.partition("=")[2] for a in container["args"] if a.startswith("--tls-dns-name=")]
     for _, hook in webhooks(rendered):
         assert hook["failurePolicy"] == "Fail"
         assert hook["sideEffects"] == "None"
@@ -234,7 +259,7 @@ def test_webhook_settings(rendered, holder):
         assert (
             url.hostname == f"{service['metadata']['name']}.{service['metadata']['namespace']}.svc"
         )
-        assert url.hostname in certificate["spec"]["dnsNames"]
+        assert url.hostname in dns_names
         assert url.port == service["spec"]["ports"][0]["port"]
         assert "service" not in hook["clientConfig"]  # the karmada-apiserver has no such Service
         [expression] = hook["namespaceSelector"]["matchExpressions"]
@@ -285,24 +310,14 @@ def test_kubectl_renders_the_host_part_without_the_load_restrictor_flag():
     assert "name: fleetgate-policies" in done.stdout
 
 
-def test_the_ca_bundle_substitution_of_the_install_docs_works(tmp_path):
-    rendered = subprocess.run(
-        [kubectl(), "kustomize", str(DEPLOY / "karmada-apiserver")],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    ).stdout
-    substituted = subprocess.run(
-        ["sed", "s|caBundle: .*|caBundle: Y2E=|"],
-        input=rendered,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    for doc in yaml.safe_load_all(substituted):
+def test_no_ca_bundle_is_shipped_the_processes_write_it():
+    """The webhook and the reconciler inject their CA (--ca-inject): a placeholder or a stale CA
+    in the manifest would be applied over theirs at every upgrade."""
+    for doc in render_by_hand(DEPLOY / "karmada-apiserver"):
         for hook in doc.get("webhooks", []):
-            assert hook["clientConfig"]["caBundle"] == "Y2E="
+            assert "caBundle" not in hook["clientConfig"]
+        if doc["kind"] == "APIService":
+            assert "caBundle" not in doc["spec"]
 
 
 def test_the_holder_fixture_is_the_example_policies(holder: PolicyHolder):

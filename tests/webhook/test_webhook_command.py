@@ -233,7 +233,7 @@ def test_usage_errors_exit_2():
         timeout=PATIENCE_S,
     )
     assert done.returncode == 2
-    assert "--tls-cert and --tls-key are required" in done.stderr
+    assert "--tls-cert and --tls-key (or --tls-secret) are required" in done.stderr
 
 
 def test_a_port_in_use_exits_1(tmp_path):
