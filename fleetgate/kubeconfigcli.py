@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
         print("fleetgate kubeconfig: --service-account must be NAMESPACE/NAME", file=sys.stderr)
         return 2
     try:
-        text = make(args.kubeconfig, args.context, namespace, name, args.server)
+        text = make(args.kubeconfig, args.context, namespace, name, args.server, WAIT)
     except KubeconfigError as error:
         print(f"fleetgate kubeconfig: {error}", file=sys.stderr)
         return 1
@@ -72,7 +72,7 @@ def make(
     namespace: str,
     name: str,
     server: str | None,
-    wait: float = WAIT,
+    wait: float = 30.0,
 ) -> str:
     """The kubeconfig's YAML text."""
     import kubernetes
