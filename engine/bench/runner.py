@@ -12,6 +12,9 @@ cycle has filled it, as a long-running process would after warming up. Each time
 with the collector paused (``engine.gcpause``); see README, Performance.
 After the last full cycle, ``repeats`` jobs arrive one at a time and each is decided by an
 incremental cycle against the state the full cycle ended in.
+``null_cycle_seconds`` times the null cycle (``engine.bench.nullcycle``) ``repeats`` times over the
+jobs and clusters the last full cycle read, and ``ratio_to_null`` is the full cycle's p50 over
+the null cycle's: issue 34's measure of how far the cycle is from the floor.
 ``decisions_sha256`` digests what was decided (the last full cycle's decisions and queue reports
 as JSON, then each arrival's decision): a refactor or a speed-up of the cycle must leave it
 unchanged for the same arguments.
@@ -33,6 +36,7 @@ from typing import Any
 
 import yaml
 
+from engine.bench.nullcycle import null_cycle, prepare
 from engine.bench.synthetic import arrival, synthetic_fleet, with_arrival
 from engine.cycle import Action, Cycle, JobCache
 from engine.gcpause import collector_paused
@@ -85,6 +89,7 @@ def run(jobs: int, clusters: int, queues: int, seed: int, repeats: int) -> dict[
         incremental.append(time.perf_counter() - t0)
     pending = sum(1 for d in result.decisions if d.action != Action.PREEMPT)
     warm = full[1:] or full
+    null, null_admitted = _null_cycles(cycle, max(repeats, 1))
     return {
         "jobs": jobs,
         "clusters": clusters,
@@ -96,6 +101,9 @@ def run(jobs: int, clusters: int, queues: int, seed: int, repeats: int) -> dict[
             "max": round(max(full), 4),
             "p50_of": "warm" if full[1:] else "cold",
         },
+        "null_cycle_seconds": _summary(null),
+        "null_admitted": null_admitted,
+        "ratio_to_null": round(statistics.median(warm) / max(statistics.median(null), 1e-9), 1),
         "first_cycle_seconds": round(full[0], 4),
         "warm_cycle_seconds": [round(t, 4) for t in full[1:]],
         "incremental_seconds": _summary(incremental),
@@ -107,6 +115,21 @@ def run(jobs: int, clusters: int, queues: int, seed: int, repeats: int) -> dict[
         "peak_rss_mb": round(_peak_rss_mb(), 1),
         "python": sys.version.split()[0],
     }
+
+
+def _null_cycles(cycle: Cycle, repeats: int) -> tuple[list[float], int]:
+    """``repeats`` timed null cycles (``engine.bench.nullcycle``) over what ``cycle`` read."""
+    prepared = prepare(
+        ((job.order_key, job.demand) for job in cycle.pending),
+        [state.free for state in cycle.clusters.values() if state.view.ready],
+    )
+    times, admitted = [], 0
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        with collector_paused():
+            admitted = null_cycle(prepared)
+        times.append(time.perf_counter() - t0)
+    return times, admitted
 
 
 def _digest(*parts: Any) -> str:
