@@ -13,15 +13,11 @@ skip, and fail under ``CI=true``.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import signal
 import ssl
 import subprocess
-import sys
-import threading
-import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,11 +28,11 @@ import pytest
 import yaml
 
 from sandbox.server import Sandbox
-from tests.conftest import REPO, require_tool
+from tests.conftest import require_tool
 from tests.reconciler.serveproc import ELECTION, ServeProcess
 from tests.sandbox.conftest import running_sandbox
-from tests.webhook.helpers import write_certificates
 from tests.webhook.test_deploy import DEPLOY, one, render_by_hand, render_with_kubectl
+from tests.webhook.webhookproc import WebhookProcess
 
 MONITORING = DEPLOY / "monitoring"
 RULES = MONITORING / "prometheusrule.yaml"
@@ -124,55 +120,6 @@ def families(exposition: str) -> set[str]:
 # -- the running commands ------------------------------------------------------------------
 
 
-def start_webhook(directory: Path) -> tuple[subprocess.Popen[str], str, ssl.SSLContext]:
-    """``fleetgate webhook`` over HTTPS on 127.0.0.1 as deploy/deployment.yaml runs it: its
-    process, its URL and a TLS context that trusts it."""
-    cert, key, ca, _ = write_certificates(directory)
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "webhook",
-            "--policies",
-            str(REPO / "policies"),
-            "--tls-cert",
-            str(cert),
-            "--tls-key",
-            str(key),
-            "--host",
-            "127.0.0.1",
-            "--port",
-            "0",
-            "--threads",
-            "2",
-        ],
-        cwd=REPO,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
-    assert process.stderr is not None
-    deadline, lines = time.monotonic() + PATIENCE_S, []
-    while time.monotonic() < deadline:
-        line = process.stderr.readline()
-        lines.append(line)
-        if found := re.search(r"serving (https://127\.0\.0\.1:\d+)", line):
-            drain_stderr(process)
-            return process, found.group(1), ssl.create_default_context(cafile=str(ca))
-        if not line and process.poll() is not None:
-            break
-    process.kill()
-    process.wait(PATIENCE_S)
-    pytest.fail("fleetgate webhook did not start:\n" + "".join(lines))
-
-
-def drain_stderr(process: subprocess.Popen[str]) -> None:
-    """Read the rest of the process's stderr on a thread, so that its log never blocks it."""
-    assert process.stderr is not None
-    stream = process.stderr
-    threading.Thread(target=lambda: [None for _ in stream], daemon=True).start()
-
-
 def scrape(url: str, context: ssl.SSLContext | None = None) -> str:
     request = urllib.request.Request(url + "/metrics")
     with urllib.request.urlopen(request, timeout=PATIENCE_S, context=context) as answer:
@@ -181,27 +128,16 @@ def scrape(url: str, context: ssl.SSLContext | None = None) -> str:
         return answer.read().decode()
 
 
-def stop(process: subprocess.Popen[str]) -> None:
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-    try:
-        process.wait(PATIENCE_S)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait(PATIENCE_S)
-
-
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     """job → the /metrics text of a running ``fleetgate webhook`` and ``fleetgate serve``
     (leader election on, against the sandbox), scraped once each."""
     directory = tmp_path_factory.mktemp("monitoring")
-    webhook, url, context = start_webhook(directory / "tls")
+    webhook = WebhookProcess(directory / "tls")
     try:
-        webhook_text = scrape(url, context)
+        webhook_text = scrape(webhook.url, webhook.context)
     finally:
-        stop(webhook)
+        webhook.stop()
     sandbox: Sandbox
     with running_sandbox() as sandbox:
         kubeconfig = sandbox.write_kubeconfig(directory / "kubeconfig")
