@@ -121,6 +121,7 @@ class Reconciler:
         self.dirty: dict[str, str] = {}  # binding ref → the resourceVersion a write met 409/404 on
         self.due: dt.datetime | None = None  # when time alone next changes a decision (lifecycle)
         self.passes = 0
+        self.failed_passes = 0  # passes that raised (the loop retries them with backoff)
         self.last: PassSummary | None = None
         self.last_result: CycleResult | None = None  # the latest cycle's decisions and queues
         self.last_snapshot: Snapshot | None = None  # the snapshot that cycle read
@@ -207,6 +208,7 @@ class Reconciler:
                 next_resync = time.monotonic() + min(self.resync, NO_POLICIES_RETRY)
             except Exception:  # the next pass starts again from the API state (level-triggered)
                 failures += 1
+                self.failed_passes += 1
                 delay = min(ERROR_BACKOFF[0] * 2 ** (failures - 1), ERROR_BACKOFF[1])
                 log.exception("reconciler: pass failed; next one in %.1fs", delay)
                 self._stopping.wait(delay)

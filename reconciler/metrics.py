@@ -22,18 +22,25 @@ its writes) is timed by ``fleetgate_reconcile_pass_duration_seconds``, Kueue's
 ``kueue_admission_attempt_duration_seconds``. The calls a pass made to the members'
 karmada-scheduler-estimators (``reconciler.estimator``) are counted by cluster and result in
 ``fleetgate_estimator_requests_total``. docs/observability.md lists them all.
+
+For alerts (deploy/monitoring/): ``fleetgate_reconcile_leader`` says whether this replica leads
+(1 too with leader election off), ``fleetgate_oldest_pending_job_timestamp_seconds`` when the
+longest-waiting job of each queue and reason was queued, and
+``fleetgate_reconcile_pass_failures_total`` counts passes that raised (the loop retries them).
+Only a replica that leads reports the gauges of its latest pass: a former leader's last pass
+would otherwise stay on its /metrics, stale, for as long as it runs as a follower.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import Counter as Tally
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from engine.cycle import Action, CycleResult
@@ -67,6 +74,9 @@ class Gauges:
     max: Mapping[tuple[str, str], float] = field(default_factory=dict)
     share: Mapping[str, float] = field(default_factory=dict)
     last_pass: float | None = None  # the pass's ``now``, Unix seconds
+    # the pass's result: its oldest pending jobs are read from its records when scraped
+    # (``CycleResult.jobs`` is built on first use: a pass nobody scrapes pays nothing for it)
+    result: CycleResult | None = None
 
 
 class ReconcilerMetrics:
@@ -125,16 +135,23 @@ class ReconcilerMetrics:
             ["cluster", "result"],
             registry=self.registry,
         )
-        self.registry.register(_GaugeCollector(self))
         self._attached: set[int] = set()
         self._lock = threading.Lock()
+        # the attached reconciler's: whether it may write now (None: leader election off),
+        # and how many of its passes failed
+        self._gate: Callable[[], bool] | None = None
+        self._failures: Callable[[], int] | None = None
+        self.registry.register(_GaugeCollector(self))
 
     def attach(self, reconciler: Reconciler) -> ReconcilerMetrics:
-        """Observe every later pass of ``reconciler`` (once, however often it is called)."""
+        """Observe every later pass of ``reconciler`` (once, however often it is called), and
+        report whether it leads and how many of its passes failed."""
         with self._lock:
             if id(reconciler) in self._attached:
                 return self
             self._attached.add(id(reconciler))
+            self._gate = reconciler.gate
+            self._failures = lambda: reconciler.failed_passes
 
         def observer(result: CycleResult, summary: PassSummary) -> None:
             self.observe(result, summary)
@@ -181,8 +198,34 @@ class ReconcilerMetrics:
         for evictions made elsewhere."""
         self.evictions.labels(queue, reason).inc()
 
+    def leading(self) -> bool | None:
+        """Whether the attached reconciler leads (may write) now: True with leader election
+        off; None before one is attached."""
+        if self._failures is None:
+            return None
+        return self._gate is None or self._gate()
+
+    def failed_passes(self) -> int | None:
+        return self._failures() if self._failures is not None else None
+
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
+
+
+def oldest_pending(result: CycleResult) -> dict[tuple[str, str], float]:
+    """(queue, reason) → the earliest queued-at (Unix seconds) of the pass's Pending
+    decisions, those of ``fleetgate_pending_jobs``; a job with no queued-at is left out."""
+    oldest: dict[tuple[str, str], float] = {}
+    for d in result.decisions:
+        if d.action != Action.PENDING:
+            continue
+        record = result.jobs.get(d.binding)
+        if record is None or record.queued_at is None:
+            continue
+        key, queued = (d.queue, str(d.reason)), record.queued_at.timestamp()
+        if queued < oldest.get(key, float("inf")):
+            oldest[key] = queued
+    return oldest
 
 
 def gauges_of(result: CycleResult) -> Gauges:
@@ -206,6 +249,7 @@ def gauges_of(result: CycleResult) -> Gauges:
         max=ceiling,
         share={q.name: q.share for q in result.queues},
         last_pass=result.now.timestamp(),
+        result=result,
     )
 
 
@@ -214,7 +258,26 @@ class _GaugeCollector(Collector):
         self._metrics = metrics
 
     def collect(self) -> Iterator[Metric]:
-        g = self._metrics.gauges  # one reference: every family comes from the same pass
+        leading = self._metrics.leading()
+        leader = GaugeMetricFamily(
+            "fleetgate_reconcile_leader",
+            "1 while this replica leads (holds the Lease within its renew deadline: it runs "
+            "passes and writes), 0 for a follower; 1 with leader election off.",
+        )
+        if leading is not None:
+            leader.add_metric([], float(leading))
+        yield leader
+        failed = self._metrics.failed_passes()
+        failures = CounterMetricFamily(
+            "fleetgate_reconcile_pass_failures",
+            "Passes that failed with an error before the end of their writes (retried with "
+            "backoff; the log has the error).",
+        )
+        if failed is not None:
+            failures.add_metric([], failed)
+        yield failures
+        # one reference: every family comes from the same pass; a follower reports none
+        g = self._metrics.gauges if leading is not False else Gauges()
         yield _family(
             "fleetgate_pending_jobs",
             "Jobs waiting in their (leaf) queue after the latest pass, by the reason they wait.",
@@ -265,6 +328,13 @@ class _GaugeCollector(Collector):
         if g.last_pass is not None:
             last.add_metric([], g.last_pass)
         yield last
+        yield _family(
+            "fleetgate_oldest_pending_job_timestamp_seconds",
+            "When (Unix seconds) the longest-waiting job of fleetgate_pending_jobs{queue, "
+            "reason} was queued (fleetgate.io/queued-at, else its binding's creation).",
+            ["queue", "reason"],
+            oldest_pending(g.result) if g.result is not None else {},
+        )
 
 
 def _family(
@@ -276,4 +346,4 @@ def _family(
     return family
 
 
-__all__ = ["CONTENT_TYPE", "Gauges", "ReconcilerMetrics", "gauges_of"]
+__all__ = ["CONTENT_TYPE", "Gauges", "ReconcilerMetrics", "gauges_of", "oldest_pending"]

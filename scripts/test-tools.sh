@@ -12,6 +12,7 @@ fi
 command -v kubectl >/dev/null || packages+=(kubernetes-client)  # the sandbox and deploy/ tests
 command -v chromium >/dev/null || packages+=(chromium)  # report.html of `fleetgate simulate`
 command -v chromedriver >/dev/null || packages+=(chromium-driver)  # the dashboard's browser tests
+command -v promtool >/dev/null || packages+=(prometheus)  # deploy/monitoring/'s alert rules
 [ "${#packages[@]}" -eq 0 ] && exit 0
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   echo "test tools: installing ${packages[*]}" >&2

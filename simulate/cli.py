@@ -2,7 +2,8 @@
 
 Registered through the ``fleetgate.commands`` entry point. Exit 0 after a run; 1 when the
 policies, fleet, trace or fault script cannot be read (every problem printed, with its place);
-2 for a usage error.
+2 for a usage error, and for ``--report`` without matplotlib (the ``report`` extra: the plots),
+said before anything runs or is written.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import argparse
 import json
 import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +26,12 @@ from simulate.loop import Options, Simulation
 from simulate.results import RunResult
 from simulate.trace import TraceError, read_trace
 
-EXIT_OK, EXIT_INVALID = 0, 1
+EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
 DEFAULT_FLEET = Path("examples/fleet.yaml")
+REPORT_EXTRA = "pip install 'fleetgate[report]'"  # matplotlib and numpy, for the plots
+# the distribution's own packages: an ImportError naming one of them is a bug, not a missing extra
+OWN_PACKAGES = frozenset({"engine", "fleetgate", "reconciler", "sandbox", "simulate", "webhook"})
+ReportWriter = Callable[[Path, list[RunResult]], list[Path]]
 
 
 def add_parser(subparsers: Any) -> None:
@@ -45,7 +50,12 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument(
         "--compare", metavar="DIR|baseline", help="a second policy set, or the built-in baseline"
     )
-    p.add_argument("--report", type=Path, metavar="OUT", help="directory for the report")
+    p.add_argument(
+        "--report",
+        type=Path,
+        metavar="OUT",
+        help=f"directory for the report (its plots need matplotlib: {REPORT_EXTRA})",
+    )
     p.add_argument("--until", type=_duration, metavar="T", help="stop at T (3600, 12h, 7d)")
     p.add_argument("--seed", type=int, default=1, help="seed of the random job failures")
     p.add_argument(
@@ -90,6 +100,11 @@ def _duration(text: str) -> float:
 
 
 def run(args: argparse.Namespace) -> int:
+    write_report = None
+    if args.report is not None:
+        write_report = report_writer()
+        if write_report is None:
+            return EXIT_USAGE
     loaded = _load(args)
     if loaded is None:
         return EXIT_INVALID
@@ -118,12 +133,30 @@ def run(args: argparse.Namespace) -> int:
         from simulate.screen import print_summary
 
         print_summary(runs)
-    if args.report is not None:
-        from simulate.report import write_report
-
+    if write_report is not None:
         for path in write_report(args.report, runs):
             print(f"wrote {path}", file=sys.stderr)
     return EXIT_OK
+
+
+def report_writer() -> ReportWriter | None:
+    """:func:`simulate.report.write_report`, or None when what its plots need (matplotlib, the
+    ``report`` extra) is not installed: then one line on stderr says how to get it. Asked
+    before the simulation runs, so that a long run never ends in an ImportError, and nothing
+    of the report is written."""
+    try:
+        from simulate.report import write_report
+    except ImportError as error:
+        missing = (error.name or "").partition(".")[0]
+        if not missing or missing in OWN_PACKAGES:
+            raise
+        print(
+            f"fleetgate simulate: --report needs matplotlib for its plots ({error}); "
+            f"install the report extra: {REPORT_EXTRA}",
+            file=sys.stderr,
+        )
+        return None
+    return write_report
 
 
 def _fields(options: Options) -> dict[str, Any]:

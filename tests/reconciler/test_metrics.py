@@ -26,6 +26,7 @@ from tests.reconciler.snapshot_world import (
     reconciler,
     snapshot_objects,
 )
+from tests.waiting import eventually
 
 
 def dry_run(capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
@@ -257,3 +258,94 @@ def test_a_job_that_failed_on_its_member_is_evicted_under_its_queue() -> None:
     assert samples(metrics, "fleetgate_evicted_jobs_total") == {
         (("queue", "research-training"), ("reason", "FailedOnMember")): 1.0
     }
+
+
+def test_the_oldest_pending_job_of_each_queue_and_reason_gives_its_queued_at() -> None:
+    rec, _ = reconciler()
+    metrics = ReconcilerMetrics().attach(rec)
+    rec.run_once(NOW)
+    name = "fleetgate_oldest_pending_job_timestamp_seconds"
+    training = {"queue": "research-training"}
+    queued = {  # as the example's bindings say (fleetgate.io/queued-at)
+        "WaitingForQuota": dt.datetime(2025, 3, 10, 9, 10, tzinfo=dt.UTC),  # llama-finetune
+        "BlockedByHead": dt.datetime(2025, 3, 10, 9, 20, tzinfo=dt.UTC),  # resnet-ablation
+    }
+    assert samples(metrics, name) == {
+        (("queue", "research-training"), ("reason", reason)): at.timestamp()
+        for reason, at in queued.items()
+    }
+
+    earlier = NOW - dt.timedelta(hours=7)
+
+    def waited_longer(binding: dict[str, Any]) -> None:
+        binding["metadata"]["annotations"][ann.QUEUED_AT] = ann.format_time(earlier)
+
+    rec.informers.objects = rec.informers.__class__(
+        edited("ResourceBinding", "resnet-ablation-pytorchjob", waited_longer)
+    ).objects
+    rec.run_once(NOW)
+    assert value(metrics, name, reason="BlockedByHead", **training) == earlier.timestamp()
+    assert value(metrics, name, reason="WaitingForQuota", **training) == (
+        queued["WaitingForQuota"].timestamp()
+    )
+
+
+def test_a_follower_says_so_and_reports_no_pass_of_its_own() -> None:
+    rec, _ = reconciler()
+    leads = [True]
+    rec.gate = lambda: leads[0]
+    metrics = ReconcilerMetrics().attach(rec)
+    assert value(metrics, "fleetgate_reconcile_leader") == 1
+    rec.run_once(NOW)
+    assert samples(metrics, "fleetgate_pending_jobs")
+    assert value(metrics, "fleetgate_reconcile_last_pass_timestamp_seconds") == NOW.timestamp()
+
+    leads[0] = False  # lost the Lease: its last pass is stale, not the fleet's state
+    assert value(metrics, "fleetgate_reconcile_leader") == 0
+    for gauge in (
+        "fleetgate_pending_jobs",
+        "fleetgate_oldest_pending_job_timestamp_seconds",
+        "fleetgate_queue_resource_usage",
+        "fleetgate_reconcile_last_pass_timestamp_seconds",
+    ):
+        assert samples(metrics, gauge) == {}, gauge
+    assert samples(metrics, "fleetgate_admitted_jobs_total")  # counters stay: they only grow
+
+    leads[0] = True
+    assert value(metrics, "fleetgate_reconcile_leader") == 1
+    assert samples(metrics, "fleetgate_pending_jobs")
+
+
+def test_leader_election_off_counts_as_leading_and_before_attach_nothing_is_said() -> None:
+    metrics = ReconcilerMetrics()
+    assert samples(metrics, "fleetgate_reconcile_leader") == {}
+    assert samples(metrics, "fleetgate_reconcile_pass_failures_total") == {}
+    rec, _ = reconciler()
+    assert rec.gate is None
+    metrics.attach(rec)
+    assert value(metrics, "fleetgate_reconcile_leader") == 1
+    assert value(metrics, "fleetgate_reconcile_pass_failures_total") == 0
+
+
+class BrokenPolicies:
+    """A policy source whose every read fails: each pass raises before it writes."""
+
+    @property
+    def current(self) -> Any:
+        raise RuntimeError("policy source broken")
+
+
+def test_a_pass_that_fails_is_counted_and_retried() -> None:
+    rec, _ = reconciler()
+    rec.policies = BrokenPolicies()
+    metrics = ReconcilerMetrics().attach(rec)
+    failed = "fleetgate_reconcile_pass_failures_total"
+    rec.start()
+    try:
+        eventually(lambda: (value(metrics, failed) or 0) >= 1)
+        rec.wake()  # as an informer event does: the next pass fails too
+        eventually(lambda: (value(metrics, failed) or 0) >= 2)
+    finally:
+        rec.stop()
+    assert rec.passes == 0
+    assert value(metrics, failed) == rec.failed_passes

@@ -64,13 +64,13 @@ def render_by_hand(directory: Path) -> list[dict[str, Any]]:
         data = {
             Path(file).name: (directory / file).read_text() for file in generator.get("files", [])
         }
+        options = generator.get("options") or {}
+        metadata = {"name": generator["name"]}
+        for field in ("labels", "annotations"):
+            if options.get(field):
+                metadata[field] = dict(options[field])
         objects.append(
-            {
-                "apiVersion": "v1",
-                "kind": "ConfigMap",
-                "metadata": {"name": generator["name"]},
-                "data": data,
-            }
+            {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata, "data": data}
         )
     namespace = kustomization.get("namespace")
     for obj in objects:
