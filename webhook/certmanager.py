@@ -10,14 +10,15 @@ the ``caBundle`` of fleetgate's own webhook configurations and APIService.
    a renewed bundle is written: created when absent, else replaced with the resourceVersion it
    was read at. Replicas race safely: the loser of a create (409) or a replace (409) reads the
    winner's bundle and uses it.
-2. **The files** ``tls.crt``, ``tls.key`` and ``ca.crt`` in ``--tls-dir`` are rewritten (each
-   atomically, the key first) when they differ; the server's certificate poller
-   (``webhook.serve``) swaps in the new pair, as it does for files a kubelet updates.
-3. **The caBundle** (the Secret's ``ca.crt``, every CA in it) is written into each
+2. **The caBundle** (the Secret's ``ca.crt``, every CA in it) is written into each
    ``--ca-inject`` target whose bundle differs: every webhook of a Mutating- or
    ValidatingWebhookConfiguration, or an APIService's ``spec.caBundle``. A JSON patch tests
    the resourceVersion it read, so a concurrent edit is never overwritten. A target not there
-   yet (applied after the pods start) is tried again at each check.
+   yet (applied after the pods start) is tried again at each check. This comes before the
+   files, so a new CA is trusted before a certificate it signed is served.
+3. **The files** ``tls.crt``, ``tls.key`` and ``ca.crt`` in ``--tls-dir`` are rewritten (each
+   atomically, the key first) when they differ; the server's certificate poller
+   (``webhook.serve``) swaps in the new pair, as it does for files a kubelet updates.
 
 A check runs at start (the server does not start without a certificate) and then every
 ``interval`` seconds, and at the moment a renewal falls due. Errors are logged and tried again
@@ -161,8 +162,8 @@ class CertManager:
         except (ApiException, HTTPError, OSError) as error:
             raise CertManagerError(f"{self.where}: {_why(error)}") from error
         self.bundle = bundle
+        self._inject(bundle)  # first: a new CA is trusted before a certificate it signed serves
         self._write_files(bundle)
-        self._inject(bundle)
         return bundle
 
     def _current_secret(self) -> Bundle:
