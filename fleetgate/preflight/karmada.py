@@ -51,10 +51,9 @@ WRITTEN: tuple[tuple[Resource, tuple[str, ...]], ...] = (
     (PROPAGATION_POLICIES, ()),
     (CLUSTER_PROPAGATION_POLICIES, ()),
 )
-INSTALL_CRDS = (
-    "install Karmada's CRDs (charts/karmada/_crds in Karmada's repository, v1.13.3 or later) on "
-    "this API server: is this the karmada-apiserver's kubeconfig?"
-)
+CRDS_OF_A_RELEASE = "Karmada's CRDs of v1.13.3 or later (charts/karmada/_crds in its repository)"
+INSTALL_CRDS = f"install {CRDS_OF_A_RELEASE}; is --kubeconfig the karmada-apiserver's?"
+UPGRADE_CRDS = f"apply {CRDS_OF_A_RELEASE}"
 
 
 def check_karmada(api: Api) -> list[Check]:
@@ -147,7 +146,7 @@ def _crd(api: Api, resource: Resource, fields: tuple[str, ...], answer: Answer) 
         return fail(name, f"not established: {said}", "see kubectl describe crd " + resource.key)
     entry = version_schema(crd, version)
     if entry is None:
-        return fail(name, f"{version} is not served", f"upgrade Karmada's CRDs: {INSTALL_CRDS}")
+        return fail(name, f"{version} is not served", UPGRADE_CRDS)
     problems = []
     if resource in (RESOURCE_BINDINGS, CLUSTER_RESOURCE_BINDINGS) and "status" not in (
         entry.get("subresources") or {}
@@ -161,9 +160,7 @@ def _crd(api: Api, resource: Resource, fields: tuple[str, ...], answer: Answer) 
             "writes there"
         )
     if problems:
-        return fail(
-            name, f"{version}: {'; '.join(problems)}", f"upgrade Karmada's CRDs: {INSTALL_CRDS}"
-        )
+        return fail(name, f"{version}: {'; '.join(problems)}", UPGRADE_CRDS)
     written = f", has the {len(fields)} fields fleetgate writes" if fields else ""
     return ok(name, f"established, serves {version}{written}")
 

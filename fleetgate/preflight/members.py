@@ -89,12 +89,8 @@ def _kind(api_version: str, kind: str, ready: list[ClusterView]) -> Check:
     if not serving:
         where = "no member cluster is Ready" if not ready else "no Ready member cluster serves it"
         return fail(name, f"{where}: its jobs would be held and never placed", NO_MEMBER_FIX)
-    if lacking:
-        return warn(
-            name,
-            f"served by {', '.join(serving)}; not by {', '.join(lacking)}",
-            f"its jobs never go to {', '.join(lacking)}; install its operator there if they should",
-        )
+    if lacking:  # often by design (a CPU pool without the GPU operators): said, no fix
+        return warn(name, f"served by {', '.join(serving)}; not by {', '.join(lacking)}")
     return ok(name, f"served by {', '.join(serving)}")
 
 

@@ -9,7 +9,7 @@ from typing import Any, TextIO
 from fleetgate.preflight.model import Check, Status, exit_code
 
 STYLES = {Status.OK: "green", Status.WARN: "yellow", Status.FAIL: "bold red", Status.SKIP: "dim"}
-PLAIN_WIDTH = 120  # when the output is not a terminal: stable, and wide enough for the details
+PLAIN_WIDTH = 132  # when the output is not a terminal: stable, and wide enough for the details
 
 
 def summary(checks: Sequence[Check]) -> str:

@@ -102,7 +102,8 @@ def probe(api: Api, kinds: Sequence[Kind], namespace: str) -> Check:
     version = RESOURCE_BINDINGS.versions[0]
     path = f"/apis/{RESOURCE_BINDINGS.group}/{version}/namespaces/{namespace}/resourcebindings"
     answer = api.post(path, probe_binding(kinds[0], namespace), [("dryRun", "All")])
-    what = f"a dry-run ResourceBinding of a {kinds[0][1]} in namespace {namespace}"
+    api_version, kind = kinds[0]
+    what = f"a dry-run ResourceBinding of a {kind} ({api_version}) in namespace {namespace}"
     if answer.status in (401, 403):
         return warn(
             name,
