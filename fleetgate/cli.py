@@ -186,10 +186,12 @@ def build_parser() -> argparse.ArgumentParser:
     from fleetgate.dashboardcli import add_parser as add_dashboard_parser
     from fleetgate.kubeconfigcli import add_parser as add_kubeconfig_parser
     from fleetgate.livecli import add_parsers as add_live_parsers
+    from fleetgate.preflightcli import add_parser as add_preflight_parser
 
     add_live_parsers(commands)  # jobs, queues, clusters, describe: the live fleet
     add_dashboard_parser(commands)
     add_kubeconfig_parser(commands)
+    add_preflight_parser(commands)
     add_completion_parser(commands, parser)
     from webhook.cli import add_parser as add_webhook_parser  # argparse only; serving is lazy
 

@@ -273,18 +273,10 @@ def _serve_webhook(
 def _api_auth(args: argparse.Namespace, api: kubernetes.client.ApiClient) -> Any:
     """The read API's authentication (``reconciler.apiauth``), or None: anyone who reaches it
     (``--api-auth none``, or ``auto`` on a loopback address)."""
-    import ipaddress
-
     from reconciler.apiauth import Delegated
+    from reconciler.permissions import delegated_auth
 
-    chosen = getattr(args, "api_auth", "none")
-    if chosen == "auto":
-        try:
-            local = ipaddress.ip_address(args.host).is_loopback
-        except ValueError:
-            local = args.host == "localhost"
-        chosen = "none" if local else "delegated"
-    if chosen == "none":
+    if not delegated_auth(args):
         if getattr(args, "api_auth", "none") == "none" and args.host not in ("127.0.0.1", "::1"):
             log.warning("the read API on %s answers anyone (--api-auth none)", args.host)
         return None
@@ -299,7 +291,8 @@ def _serve_visibility(
     from kubernetes.client.exceptions import ApiException
 
     from reconciler.api import visibility_app
-    from reconciler.visibility import AUTHENTICATION_CONFIGMAP, read_request_header
+    from reconciler.permissions import AUTHENTICATION_CONFIGMAP
+    from reconciler.visibility import read_request_header
     from webhook.serve import WebhookServer
 
     if cert is None or key is None:

@@ -42,12 +42,12 @@ from reconciler.fleetview import NAME as FLEET
 from reconciler.jobsview import PassView
 from reconciler.latest import ApiError, LatestPass, reserved_by_queue
 from reconciler.listing import field_selector, limit_of, page_of
+from reconciler.permissions import AUTHENTICATION_CONFIGMAP
 
 GROUP = "visibility.fleetgate.io"
 VERSION = "v1alpha1"
 GROUP_VERSION = f"{GROUP}/{VERSION}"
 PREFIX = f"/apis/{GROUP}/{VERSION}"
-AUTHENTICATION_CONFIGMAP = ("kube-system", "extension-apiserver-authentication")
 
 RESOURCES = [
     {"name": "jobs", "singularName": "job", "namespaced": True, "kind": "Job",

@@ -33,6 +33,7 @@ BUILT_IN_GROUPS = frozenset(
         "apiregistration.k8s.io",
         "authentication.k8s.io",
         "authorization.k8s.io",
+        "apiextensions.k8s.io",
     }
 )
 
@@ -333,7 +334,21 @@ HYPERJOB_TYPE = _single(
 )
 
 
+# The CRDs of the Karmada kinds, as kube-apiserver's apiextensions server serves them
+# (sandbox.crds); the sandbox's served kinds stay fixed whatever is created here.
+CRD_TYPE = _single(
+    "apiextensions.k8s.io",
+    "v1",
+    "CustomResourceDefinition",
+    "customresourcedefinitions",
+    False,
+    ("crd", "crds"),
+    status_subresource=True,
+    categories=("api-extensions",),
+)
+
+
 def default_registry() -> Registry:
     """Platform kinds, Karmada's kinds, volcano-global's HyperJob and every job kind fleetgate
     reads."""
-    return Registry((*PLATFORM_TYPES, HYPERJOB_TYPE, *job_types()))
+    return Registry((*PLATFORM_TYPES, CRD_TYPE, HYPERJOB_TYPE, *job_types()))

@@ -1,7 +1,8 @@
 """Schema validation of Karmada objects against the real CRD schemas.
 
 ``FLEETGATE_KARMADA_CRDS`` (default ``../shared/crds/karmada`` beside the repository) holds the
-upstream CRD manifests (``openAPIV3Schema`` per version) and, for Cluster, which Karmada serves
+upstream CRD manifests (``openAPIV3Schema`` per version; :mod:`sandbox.crds` also serves them as
+``CustomResourceDefinition`` objects) and, for Cluster, which Karmada serves
 from an aggregated API server rather than a CRD, the swagger definitions. Objects of the other
 kinds are not schema-checked. When the directory is absent nothing is checked, and
 :func:`load_schemas` says so in :attr:`Schemas.note`.
@@ -39,6 +40,8 @@ class Schemas:
 
     validators: Mapping[tuple[str, str], Draft4Validator] = field(default_factory=dict)
     note: str = ""
+    # the CustomResourceDefinition manifests read, as found (sandbox.crds serves them)
+    crds: tuple[Mapping[str, Any], ...] = ()
 
     def validate(self, obj: Mapping[str, Any], group: str) -> None:
         """Raise a 422 Invalid StatusError listing every schema violation of ``obj``."""
@@ -131,19 +134,26 @@ def _openapi_to_jsonschema(node: Any) -> Any:
     return out
 
 
-def _crd_validators(directory: Path) -> dict[tuple[str, str], Draft4Validator]:
-    validators = {}
+def _crds(directory: Path) -> tuple[dict[str, Any], ...]:
+    """The CustomResourceDefinition documents of the directory's YAML files, in file order."""
+    found = []
     for path in sorted(directory.glob("*.yaml")):
         for doc in yaml.safe_load_all(path.read_text()):
-            if not isinstance(doc, dict) or doc.get("kind") != "CustomResourceDefinition":
-                continue
-            spec = doc["spec"]
-            for version in spec.get("versions", []):
-                schema = (version.get("schema") or {}).get("openAPIV3Schema")
-                if schema:
-                    api_version = f"{spec['group']}/{version['name']}"
-                    converted = _openapi_to_jsonschema(schema)
-                    validators[(api_version, spec["names"]["kind"])] = Draft4Validator(converted)
+            if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition":
+                found.append(doc)
+    return tuple(found)
+
+
+def _crd_validators(crds: tuple[dict[str, Any], ...]) -> dict[tuple[str, str], Draft4Validator]:
+    validators = {}
+    for doc in crds:
+        spec = doc["spec"]
+        for version in spec.get("versions", []):
+            schema = (version.get("schema") or {}).get("openAPIV3Schema")
+            if schema:
+                api_version = f"{spec['group']}/{version['name']}"
+                converted = _openapi_to_jsonschema(schema)
+                validators[(api_version, spec["names"]["kind"])] = Draft4Validator(converted)
     return validators
 
 
@@ -181,9 +191,10 @@ def load_schemas(directory: Path | None = None) -> Schemas:
 def _load(directory: Path) -> Schemas:
     if not directory.is_dir():
         return Schemas(note=f"Karmada CRDs not found at {directory} ({ENV}): no schema validation")
-    validators = _crd_validators(directory)
+    crds = _crds(directory)
+    validators = _crd_validators(crds)
     cluster = directory / CLUSTER_DEFINITIONS
     if cluster.is_file():
         validators[("cluster.karmada.io/v1alpha1", "Cluster")] = _cluster_validator(cluster)
     kinds = ", ".join(sorted({kind for _, kind in validators}))
-    return Schemas(validators, note=f"schema validation of {kinds} from {directory}")
+    return Schemas(validators, note=f"schema validation of {kinds} from {directory}", crds=crds)

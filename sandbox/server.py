@@ -12,7 +12,7 @@ import threading
 from collections.abc import Mapping
 from pathlib import Path
 
-from sandbox import bootstrap, frontproxy, tls
+from sandbox import bootstrap, crds, frontproxy, tls
 from sandbox import secrets as secrets_
 from sandbox.access import Access
 from sandbox.authn import Authenticator, User
@@ -49,7 +49,8 @@ class Sandbox:
 
     At each start the sandbox writes what kube-apiserver writes into a new cluster
     (:mod:`sandbox.bootstrap`): the bootstrap ClusterRoles and bindings, and
-    ``kube-system/extension-apiserver-authentication`` with the front-proxy CA.
+    ``kube-system/extension-apiserver-authentication`` with the front-proxy CA; and the Karmada
+    CRDs it validates with, as CustomResourceDefinitions (:mod:`sandbox.crds`).
     """
 
     def __init__(
@@ -101,6 +102,7 @@ class Sandbox:
         context = self._tls.server_context() if self._tls else None
         bootstrap.ensure_policy(self.store)
         bootstrap.publish_authentication(self.store, self.front_proxy)
+        crds.install(self.store)  # the Karmada CRDs, as Karmada's install leaves them
         server = ApiHTTPServer(
             (host, port),
             ApiHandler,

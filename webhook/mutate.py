@@ -43,6 +43,7 @@ from typing import Any
 
 from engine import annotations as ann
 from engine.policy import cel
+from engine.policy.model import SchedulingPolicy
 from engine.policy.policyset import PolicySet
 from webhook import binding as rb
 from webhook import claims
@@ -212,10 +213,21 @@ def _old_demand(old: Mapping[str, Any]) -> Any:
 def _in_scope(
     policies: PolicySet, facts: rb.BindingFacts, obj: Mapping[str, Any], now: dt.datetime
 ) -> bool | cel.CelError:
-    expression = policies.scheduling.scope
-    values: dict[str, Any] = {"resource": facts.resource, "now": now}
+    return in_scope(policies.scheduling, facts.resource, obj, now)
+
+
+def in_scope(
+    scheduling: SchedulingPolicy,
+    resource: Mapping[str, str],
+    binding: Mapping[str, Any],
+    now: dt.datetime,
+) -> bool | cel.CelError:
+    """The SchedulingPolicy's ``scope`` for a binding of ``resource`` (apiVersion, kind,
+    namespace, name); a CelError when it fails (the webhook then holds the binding)."""
+    expression = scheduling.scope
+    values: dict[str, Any] = {"resource": resource, "now": now}
     if mentions(expression.source, "binding"):
-        values["binding"] = obj  # converting the whole object costs ~0.1 ms: only when used
+        values["binding"] = binding  # converting the whole object costs ~0.1 ms: only when used
     result = expression.program.evaluate(cel.activation(cel.SCOPE_VARS, **values))
     return result if isinstance(result, cel.CelError) else bool(result)
 

@@ -32,6 +32,23 @@ RESIZABLE_KINDS = frozenset(
 """Templates Karmada divides between clusters with per-cluster replicas (engine.workloads.native
 marks them ``resizable``); every other kind goes to one cluster and gets no replica count."""
 
+# The fields of a (Cluster)ResourceBinding the plans write, besides metadata (and the webhook
+# writes spec.suspension.scheduling). A field the served CRD's schema lacks is pruned by the API
+# server without an error, so `fleetgate preflight` checks each is there.
+BINDING_FIELDS = (
+    "spec.clusters[].name",
+    "spec.clusters[].replicas",
+    "spec.suspension.scheduling",
+    "status.conditions[].type",
+    "status.conditions[].status",
+    "status.conditions[].reason",
+    "status.conditions[].message",
+    "status.conditions[].lastTransitionTime",
+    "status.conditions[].observedGeneration",
+    "status.schedulerObservedGeneration",
+    "status.lastScheduledTime",
+)
+
 SCHEDULED = "Scheduled"
 CONDITION_MESSAGE_LIMIT = 32768  # the CRD's maxLength for a condition message
 

@@ -11,6 +11,7 @@ import argparse
 from typing import Any
 
 from reconciler.cli import add_parser
+from reconciler.permissions import Permission, serve_permissions
 from reconciler.resources import default_resources
 from tests.webhook.test_deploy import one, rendered
 
@@ -82,18 +83,71 @@ def grants(rules: list[dict[str, Any]]) -> dict[tuple[str, str], set[str]]:
     return found
 
 
-def test_the_cluster_role_is_exactly_what_the_reconciler_touches(rendered):
-    role = one(rendered["karmada"], "ClusterRole", NAME)
-    expected = {(r.group, r.plural): set(READ) for r in default_resources()}
-    for plural in ("resourcebindings", "clusterresourcebindings"):
-        expected[("work.karmada.io", plural)].add("patch")
-        expected[("work.karmada.io", f"{plural}/status")] = {"patch"}
-    expected[("", "events")] = {"create"}
-    # the caBundle of the visibility API, from its managed CA (--ca-inject)
-    expected[("apiregistration.k8s.io", "apiservices")] = {"get", "patch"}
-    names = {n for rule in role["rules"] for n in rule.get("resourceNames", [])}
-    assert names == {"v1alpha1.visibility.fleetgate.io"}
-    assert grants(role["rules"]) == expected
+def allowed(rules: list[dict[str, Any]], namespace: str = "") -> set[Permission]:
+    """Every (verb, resource, name) the rules name, as permissions in ``namespace``."""
+    found = set()
+    for rule in rules:
+        for group in rule["apiGroups"]:
+            for qualified in rule["resources"]:
+                resource, _, sub = qualified.partition("/")
+                for verb in rule["verbs"]:
+                    for name in rule.get("resourceNames") or [""]:
+                        found.add(Permission(verb, group, resource, sub, namespace, name))
+    return found
+
+
+# what the bootstrap roles kube-apiserver creates grant, bound by name in reconciler-rbac.yaml
+DELEGATION = {
+    Permission("create", "authentication.k8s.io", "tokenreviews"),
+    Permission("create", "authorization.k8s.io", "subjectaccessreviews"),
+    Permission(
+        "get", "", "configmaps", namespace="kube-system", name="extension-apiserver-authentication"
+    ),
+}
+
+
+def test_the_roles_grant_exactly_what_serve_uses(rendered):
+    """reconciler.permissions, from the Deployment's own arguments: the ClusterRole grants the
+    cluster-wide part, the Role the lease namespace's, the bootstrap roles the rest; nothing
+    more."""
+    [container] = one(rendered["host"], "Deployment", NAME)["spec"]["template"]["spec"][
+        "containers"
+    ]
+    args = serve_args(container)
+    needs = set(serve_permissions(args))
+    cluster_role = one(rendered["karmada"], "ClusterRole", NAME)
+    role = one(rendered["karmada"], "Role", ROLE)
+    grants(cluster_role["rules"])  # no wildcards
+    in_cluster = {p for p in needs if not p.namespace} - DELEGATION
+    in_namespace = {p for p in needs if p.namespace == args.lease_namespace}
+    assert allowed(cluster_role["rules"]) == in_cluster
+    assert allowed(role["rules"], args.lease_namespace) == in_namespace
+    assert needs - in_cluster - in_namespace == DELEGATION
+
+
+def test_the_permissions_are_the_informers_reads_and_the_writes():
+    """The list itself: reads of what the informers watch, patches of bindings and their
+    status, Events, the Lease and ConfigMap by name."""
+    parser = argparse.ArgumentParser(prog="fleetgate")
+    add_parser(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["serve", "--kubeconfig", "k", "--policies", "p"])
+    needs = serve_permissions(args)
+    reads = {(p.group, p.resource) for p in needs if p.verb in READ and not p.name}
+    assert reads == {(r.group, r.plural) for r in default_resources()}
+    writes = {str(p) for p in needs if p.verb not in READ or p.name}
+    assert writes == {
+        "patch resourcebindings.work.karmada.io",
+        "patch resourcebindings.work.karmada.io/status",
+        "patch clusterresourcebindings.work.karmada.io",
+        "patch clusterresourcebindings.work.karmada.io/status",
+        "create events",
+        "create leases.coordination.k8s.io in namespace fleetgate-system",
+        "get leases.coordination.k8s.io 'fleetgate-reconciler' in namespace fleetgate-system",
+        "update leases.coordination.k8s.io 'fleetgate-reconciler' in namespace fleetgate-system",
+        "create configmaps in namespace fleetgate-system",
+        "get configmaps 'fleetgate-last-good-policies' in namespace fleetgate-system",
+        "update configmaps 'fleetgate-last-good-policies' in namespace fleetgate-system",
+    }
 
 
 def test_the_role_and_bindings_name_the_reconcilers_account(rendered):

@@ -12,6 +12,7 @@ from engine.cycle.model import ClusterAssignment, Decision
 from engine.cycle.reasons import Action, Reason
 from engine.enforce.lifecycle import Reclaim, Trigger
 from engine.enforce.plan import (
+    BINDING_FIELDS,
     EventSpec,
     Mode,
     Plan,
@@ -367,3 +368,31 @@ def test_each_preemption_adds_one_to_the_jobs_count() -> None:
         victim = suspended(notes={**notes, ann.PREEMPTIONS: before}, clusters=[{"name": "gpu-a"}])
         annotations = plan(evict, victim, "bind", NOW).patch["metadata"]["annotations"]
         assert annotations[ann.PREEMPTIONS] == after
+
+
+def _leaves(value: Any, path: str = "") -> set[str]:
+    """The dotted paths of a patch's values (``[]`` for any list item)."""
+    if isinstance(value, dict) and value:
+        return {leaf for k, v in value.items() for leaf in _leaves(v, f"{path}.{k}".lstrip("."))}
+    if isinstance(value, list) and value:
+        return {leaf for item in value for leaf in _leaves(item, f"{path}[]")}
+    return {path}
+
+
+def test_the_plans_write_only_the_binding_fields_preflight_checks() -> None:
+    written: set[str] = set()
+    deployment = suspended(kind="Deployment", api_version="apps/v1", replicas=4)
+    placed = suspended(clusters=[{"name": "gpu-a"}])
+    for result in (
+        plan(admit(("gpu-a", 4)), suspended(), "bind", NOW, "v7"),
+        plan(admit(("gpu-a", 3), ("gpu-b", 1)), deployment, "bind", NOW, "v7"),
+        plan(admit(("gpu-a", 4)), suspended(), "release", NOW, "v7"),
+        plan(decision(Action.PREEMPT, Reason.PREEMPTED), placed, "bind", NOW, "v7"),
+    ):
+        written |= _leaves(result.patch)
+        if result.status is not None:
+            written |= _leaves(status_patch(placed, result.status, NOW))
+    assert "spec.clusters[].replicas" in written and "status.lastScheduledTime" in written
+    for path in (p for p in written if not p.startswith("metadata.")):
+        # a field itself, or one emptied whole (spec.clusters: null) that holds fields
+        assert any(f == path or f.startswith((f"{path}.", f"{path}[]")) for f in BINDING_FIELDS)
