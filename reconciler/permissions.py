@@ -83,7 +83,8 @@ def serve_permissions(args: argparse.Namespace) -> tuple[Permission, ...]:
     for binding in (RESOURCE_BINDINGS, CLUSTER_RESOURCE_BINDINGS):
         needs.add(Permission("patch", binding.group, binding.plural))
         needs.add(Permission("patch", binding.group, binding.plural, "status"))
-    needs.add(Permission("create", "", "events"))
+    # reconciler.recorder creates an Event, and patches its count when it happens again
+    needs.update(Permission(verb, "", "events") for verb in ("create", "patch"))
     namespace = args.lease_namespace
     if args.leader_elect:
         needs.update(_one_object("coordination.k8s.io", "leases", namespace, args.lease_name))

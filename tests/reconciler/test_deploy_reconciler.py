@@ -141,6 +141,7 @@ def test_the_permissions_are_the_informers_reads_and_the_writes():
         "patch clusterresourcebindings.work.karmada.io",
         "patch clusterresourcebindings.work.karmada.io/status",
         "create events",
+        "patch events",
         "create leases.coordination.k8s.io in namespace fleetgate-system",
         "get leases.coordination.k8s.io 'fleetgate-reconciler' in namespace fleetgate-system",
         "update leases.coordination.k8s.io 'fleetgate-reconciler' in namespace fleetgate-system",
