@@ -2,7 +2,8 @@
 
 Sort the pending jobs by their order key, then place each job's demand vector (its pods summed,
 one number per resource) on the first Ready cluster whose free vector still holds it, skipping
-at once a job that exceeds, in some resource, the most any cluster has free: no queues, quotas,
+at once a job that exceeds, in some resource, the most any cluster has free, or whose demand
+vector has failed before (rooms only shrink, so it fails again): no queues, quotas,
 gangs, node shapes, scores, preemption or reasons. :func:`prepare` turns the jobs and clusters
 the full cycle read (its JobCache warm) into tuples over one list of resources, untimed, as the
 cycle's own cache holds its jobs ready; :func:`null_cycle` is what is timed: an ordering, and a
@@ -35,8 +36,12 @@ def null_cycle(prepared: Prepared) -> int:
         return 0
     most = [max(column) for column in zip(*rooms, strict=True)]
     admitted = 0
+    failed: set[tuple[int, ...]] = set()  # rooms only shrink: a demand that failed fails again
     for _, demand in sorted(jobs, key=_first):
+        if demand in failed:
+            continue
         if any(amount > top for amount, top in zip(demand, most, strict=True)):
+            failed.add(demand)
             continue
         for room in rooms:
             if all(free >= amount for free, amount in zip(room, demand, strict=True)):
@@ -45,6 +50,8 @@ def null_cycle(prepared: Prepared) -> int:
                 most = [max(column) for column in zip(*rooms, strict=True)]
                 admitted += 1
                 break
+        else:
+            failed.add(demand)
     return admitted
 
 
