@@ -22,8 +22,9 @@ counted by wrapping those calls in this process; ``writes.patch`` and ``writes.e
 requests a write is made of); the webhook's requests and mean latency per endpoint from its
 /metrics; and the CPU seconds each process spent meanwhile (this one also by thread group:
 reconciler, informers, the load's client threads), with the machine's core count and load
-average, since the three processes share its CPUs. ``--profile FILE`` also writes a cProfile of
-the reconciler's passes.
+average, since the three processes share its CPUs; and ``webhookCpuMsPerReview``, the webhook's
+CPU over the mutating and validating requests it answered meanwhile (HTTPS included).
+``--profile FILE`` also writes a cProfile of the reconciler's passes.
 
 ``--backlog``: every job is submitted first, and held by the webhook, before the reconciler
 starts (fleetgate restarted, or installed, with a queue of N jobs); the clock, the decisions and
@@ -148,6 +149,11 @@ def webhook_metrics(url: str, ca_bundle: str) -> dict[str, dict[str, float]]:
         kind = metric.rsplit("_", 1)[1]
         found.setdefault(endpoint, {})[kind] = float(value)
     return found
+
+
+def reviews(metrics: Mapping[str, Mapping[str, float]]) -> int:
+    """The admission requests (every endpoint) the webhook has answered."""
+    return sum(int(seen.get("count", 0)) for seen in metrics.values())
 
 
 def cpu_seconds(pid: int, tid: int | None = None) -> float:
@@ -305,6 +311,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             if not rec.wait_synced(60):
                 raise SystemExit("the reconciler's informers did not sync")
         cpu_before = {name: cpu_seconds(pid) for name, pid in processes.items()}
+        reviews_before = reviews(webhook_metrics(url, ca_bundle))
         threads_before = thread_cpu()
         began = time.monotonic()
         threads = [
@@ -328,6 +335,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             backlog["templatesPerSecond"] = round(len(jobs) / (all_created - began), 1)
             submit_cpu = 0.0  # the clock and the CPU count start with the reconciler
             cpu_before = {name: cpu_seconds(pid) for name, pid in processes.items()}
+            reviews_before = reviews(webhook_metrics(url, ca_bundle))
             threads_before = thread_cpu()
             began = time.monotonic()
             rec = start_reconciler().start()
@@ -354,6 +362,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             result["backlog"] = backlog
         result["writesPerBinding"] = writes_per_binding(api, watcher.admitted)
         result["cpuSeconds"] = {k: round(v, 1) for k, v in sorted(cpu.items())}
+        reviewed = reviews(metrics) - reviews_before
+        result["webhookCpuMsPerReview"] = (
+            round(1000 * cpu["webhook"] / reviewed, 3) if reviewed else None
+        )
         result["cpuCores"] = os.cpu_count()
         result["loadAverage"] = [round(x, 2) for x in os.getloadavg()]
         return result

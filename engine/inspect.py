@@ -16,7 +16,7 @@ from engine.fleet.clusters import read_cluster
 from engine.fleet.model import SnapshotIssue
 from engine.fleet.nodeshape import unseen_shapes
 from engine.fleet.snapshot import describe, flatten_lists
-from engine.policy.model import SchedulingPolicy
+from engine.policy.policyset import PolicySet
 from engine.workloads import hyperjob
 from engine.workloads.model import DemandError, Workload
 from engine.workloads.names import qualified_kind
@@ -73,10 +73,11 @@ class Inspected:
 
 def inspect_objects(
     objects: Iterable[tuple[str, Mapping[str, Any]]],
-    policy: SchedulingPolicy,
+    policies: PolicySet,
     now: dt.datetime,
 ) -> Inspected:
-    """Read every workload's demand; map its queue with ``policy``; collect errors with places."""
+    """Read every workload's demand; map its queue with the SchedulingPolicy of ``policies``;
+    collect errors with places."""
     workloads: list[tuple[Workload, str | None]] = []
     errors: list[InspectedError] = []
     unreadable: list[SnapshotIssue] = []
@@ -104,7 +105,7 @@ def inspect_objects(
             continue
         if workload is None:
             continue
-        mapped = map_template(policy, workload, 0, now)
+        mapped = map_template(policies, workload, 0, now)
         if mapped.error:
             message = f"cannot map the job to a queue: {mapped.error}"
             errors.append(InspectedError(file, describe(obj), "", message))
@@ -114,7 +115,7 @@ def inspect_objects(
     for found in hyperjobs:
         for child in found.children():
             if child.ref not in seen:
-                mapped = map_template(policy, child, 0, now)
+                mapped = map_template(policies, child, 0, now)
                 workloads.append((child, mapped.queue))
     return Inspected(tuple(workloads), tuple(errors), tuple(hyperjobs), tuple(warnings))
 

@@ -227,19 +227,19 @@ def _validate(args: argparse.Namespace) -> int:
 def _inspect(args: argparse.Namespace) -> int:
     from engine.fleet.files import read_objects
     from engine.inspect import InspectedError, inspect_objects, table
-    from engine.policy.policyset import default_scheduling_policy
+    from engine.policy.policyset import default_policy_set
 
     if args.policies is not None:
         try:
-            policy = load_policy_set([args.policies]).scheduling
+            policies = load_policy_set([args.policies])
         except PolicyLoadError as err:
             for issue in err.issues:
                 print(issue, file=sys.stderr)
             return EXIT_INVALID
     else:
-        policy = default_scheduling_policy()
+        policies = default_policy_set()
     objects, problems = read_objects(args.files)
-    result = inspect_objects(objects, policy, dt.datetime.now(dt.UTC))
+    result = inspect_objects(objects, policies, dt.datetime.now(dt.UTC))
     read_errors = tuple(InspectedError.of(problem) for problem in problems)
     result = dataclasses.replace(result, errors=read_errors + result.errors)
     if args.output == "json":

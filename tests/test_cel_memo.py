@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import threading
 from collections.abc import Callable, Collection, Iterator, Mapping
 from typing import Any
@@ -12,7 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine.policy import cel, defaults
-from engine.policy.access import freeze
+from engine.policy.access import Projector, freeze
+from engine.policy.bounded import BoundedMemo
 from engine.policy.celcheck import DYN
 from engine.policy.memo import MemoEvaluator, materialise
 from tests.conftest import REPO
@@ -241,13 +243,15 @@ def test_evaluate_key_uses_the_callers_key():
     assert (memo.misses, memo.hits) == (1, 1)
 
 
-def test_cache_is_cleared_when_full():
-    memo = MemoEvaluator([compiled("job.name")], cel.PLACEMENT_VARS, max_entries=3)
-    for name in "abcd":
+def test_cache_keeps_at_most_max_entries_and_what_was_used_lately():
+    memo = MemoEvaluator([compiled("job.name")], cel.PLACEMENT_VARS, max_entries=4)
+    for name in "abcdef":
         assert memo.evaluate({"job": {"name": name}}) == (name,)
-    assert len(memo) == 1
-    assert memo.evaluate({"job": {"name": "a"}}) == ("a",)
-    assert memo.misses == 5
+        assert len(memo) <= 4
+    assert memo.misses == 6
+    assert memo.evaluate({"job": {"name": "e"}}) == ("e",)  # the last two generations: kept
+    assert memo.evaluate({"job": {"name": "a"}}) == ("a",)  # two turns ago: gone
+    assert (memo.hits, memo.misses) == (1, 7)
 
 
 def test_errors_are_memoised_as_values():
@@ -317,6 +321,74 @@ def test_concurrent_use_gives_direct_results():
     assert failures == []
 
 
-def test_rejects_an_empty_cache():
+def test_rejects_a_cache_without_two_generations():
     with pytest.raises(ValueError, match="max_entries"):
-        MemoEvaluator([], cel.PLACEMENT_VARS, max_entries=0)
+        MemoEvaluator([], cel.PLACEMENT_VARS, max_entries=1)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_a_pruned_value_has_the_projection_of_the_whole(data):
+    """``Projector.prune`` keeps what the paths read: a miss evaluates over it."""
+    texts = data.draw(st.lists(st.sampled_from(EXPRESSIONS), min_size=1, max_size=6, unique=True))
+    projector = Projector(path for text in texts for path in PROGRAMS[text].accesses)
+    for values in inputs(data):
+        for root, value in values.items():
+            pruned = projector.prune(root, value)
+            assert projector.part(root, pruned) == projector.part(root, value), (root, value)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_every_miss_equals_direct_evaluation(data):
+    """A new memo for each input: every evaluation is a miss, over the pruned values."""
+    texts = data.draw(st.lists(st.sampled_from(EXPRESSIONS), min_size=1, max_size=6, unique=True))
+    programs = [PROGRAMS[text] for text in texts]
+    for values in inputs(data):
+        memo = MemoEvaluator(programs, cel.PLACEMENT_VARS)
+        expected = outcome(lambda v=values: direct(programs, v))
+        assert outcome(lambda v=values, m=memo: m.evaluate(v)) == expected, values
+        assert memo.misses == 1
+
+
+def test_prune_keeps_only_the_keys_the_paths_name():
+    projector = Projector([("job", "labels", "team"), ("job", "object", "spec", "a"), ("now",)])
+    job = {
+        "labels": {"team": "a", "other": "b"},
+        "object": {"spec": {"a": [1, 2], "b": {"big": "x"}}, "status": {}},
+        "name": "unread",
+    }
+    assert projector.prune("job", job) == {
+        "labels": {"team": "a"},
+        "object": {"spec": {"a": [1, 2]}},
+    }
+    assert projector.prune("job", {"labels": "a string"}) == {"labels": "a string"}
+    assert projector.prune("now", "2026") == "2026"
+    assert projector.prune("cluster", job) is job  # no path: the value itself
+    indexed = Projector([("job", "components", 0, "name")])
+    components = [{"name": "a", "replicas": 1}]
+    assert indexed.prune("job", {"components": components, "x": 1}) == {"components": components}
+
+
+def test_evaluators_sharing_a_memo_keep_their_results_apart():
+    shared = BoundedMemo(max_entries=100)
+    names = MemoEvaluator([compiled("job.name")], cel.PLACEMENT_VARS, memo=shared)
+    shouted = MemoEvaluator([compiled('job.name + "!"')], cel.PLACEMENT_VARS, memo=shared)
+    assert names.key({"job": {"name": "a"}}) == shouted.key({"job": {"name": "a"}})
+    assert names.evaluate({"job": {"name": "a"}}) == ("a",)
+    assert shouted.evaluate({"job": {"name": "a"}}) == ("a!",)
+    assert names.evaluate({"job": {"name": "a"}}) == ("a",)
+    assert len(shared) == 2 and (names.hits, shouted.hits) == (1, 0)
+
+
+def test_results_that_read_a_volatile_root_are_not_kept():
+    program = compiled("job.name + string(now.getHours())")
+    memo = MemoEvaluator([program], cel.PLACEMENT_VARS, volatile=("now",))
+    other = MemoEvaluator([compiled("job.name")], cel.PLACEMENT_VARS, volatile=("now",))
+    for hour in (1, 2, 1):
+        now = dt.datetime(2026, 1, 1, hour, tzinfo=dt.UTC)
+        values = {"job": {"name": "a"}, "now": now}
+        assert memo.evaluate(values) == direct([program], values) == (f"a{hour}",)
+        other.evaluate(values)
+    assert (len(memo), memo.misses) == (0, 3)
+    assert (len(other), other.misses, other.hits) == (1, 1, 2)  # it does not read now

@@ -22,8 +22,15 @@ the binding (decision ``karmada-claim``). The user's content was judged when it 
 refusing the claim would leave the job with no binding and no reason anywhere, and judging it
 again costs a second review per job. Any other change of labels or annotations is judged again,
 like a CREATE: the SchedulingPolicy maps labels to the queue (``fleetgate.io/queue``), and
-AdmissionPolicies read ``object.metadata`` and ``job.labels``. Each review converts the template
-to CEL values once (``cel.converting_once``).
+AdmissionPolicies read ``object.metadata`` and ``job.labels``.
+
+A review costs what its distinct inputs cost: every expression (the SchedulingPolicy's mapping,
+``map_template``; each AdmissionPolicy's match, validations and messages, here) is evaluated
+through a memo kept with the PolicySet, keyed by the parts of ``object``, ``job`` and ``now`` it
+reads. The template is projected onto those parts, looked up, and converted to CEL values and
+evaluated only on a miss, and then only the parts read (once per review,
+``cel.converting_once``). Each memo is bounded (``ADMISSION_MEMO``): templates with ever new
+label values cannot grow it. An expression that reads ``now`` is evaluated on each review.
 """
 
 from __future__ import annotations
@@ -36,12 +43,13 @@ from typing import Any
 from engine import untrusted
 from engine.cycle import JobValues, Mapped, map_template
 from engine.policy import cel, queueaccess
+from engine.policy.bounded import BoundedMemo
+from engine.policy.memo import MemoEvaluator
 from engine.policy.model import AdmissionPolicy, AdmitOn, Enforcement, FailurePolicy
 from engine.policy.policyset import PolicySet
 from engine.workloads.model import DemandError, Workload
 from engine.workloads.registry import known_kinds, read_workload
 from webhook.fit import Fleet
-from webhook.mutate import mentions
 from webhook.review import AdmissionRequest, ReviewError, Verdict
 
 ENDPOINT = "/validate/workloads"
@@ -49,6 +57,9 @@ BUILTIN_QUEUE = "builtin:queue"
 BUILTIN_FIT = "builtin:fit"
 # the prefixes of Karmada's claim metadata on a resource template (its detector's writes)
 CLAIM_PREFIXES = frozenset({"propagationpolicy.karmada.io", "clusterpropagationpolicy.karmada.io"})
+# the memo of the AdmissionPolicies' results, one per policy version: entries, estimated bytes,
+# bytes an entry (``engine.policy.bounded``)
+ADMISSION_MEMO = (20_000, 16 << 20, 64 << 10)
 
 
 @dataclass(slots=True)
@@ -123,7 +134,7 @@ def _judge(
     found = _Findings()
     priority = fleet.priority_value(workload.priority_class_name) if fleet else 0
     # the cycle's own mapping: the queue checked here is the queue the cycle will use
-    mapped = map_template(policies.scheduling, workload, priority, now)
+    mapped = map_template(policies, workload, priority, now)
     if mapped.error:
         said = untrusted.echo(mapped.error, 1024)
         found.warn("schedulingpolicy", f"cannot map the job to a queue: {said}")
@@ -133,12 +144,11 @@ def _judge(
         if fleet is not None:
             _check_fit(policies, workload, mapped, fleet, found)
     if policies.admission:
-        wants_object = any(mentions(_sources(p), "object") for p in policies.admission)
-        # no expression reads the template: it is not converted (job.object is then empty)
-        job = JobValues(workload, mapped.priority, template if wants_object else None)
+        job = JobValues(workload, mapped.priority, template)
         job.queue, job.tenant = mapped.queue, mapped.tenant
-        variables = cel.activation(
-            cel.ADMISSION_VARS, object=template if wants_object else None, job=job, now=now
+        variables = _Variables(
+            {"object": template, "job": job, "now": now},
+            policies.kept("webhook.admission", _admission_evaluators),
         )
         for policy in policies.admission:
             _apply(policy, variables, found)
@@ -224,15 +234,43 @@ def _check_fit(
         found.warn(BUILTIN_FIT, f"the job can never start on the declared node shapes: {larger}")
 
 
-def _apply(policy: AdmissionPolicy, variables: cel.Activation, found: _Findings) -> None:
-    matched = policy.match.program.evaluate(variables)
+@dataclass(frozen=True, slots=True)
+class _Variables:
+    """One review's CEL variables, as plain values, and the memoised evaluator of each
+    AdmissionPolicy expression."""
+
+    values: Mapping[str, Any]
+    evaluators: Mapping[cel.CelProgram, MemoEvaluator]
+
+    def evaluate(self, program: cel.CelProgram) -> Any:
+        (result,) = self.evaluators[program].evaluate(self.values)
+        return result
+
+
+def _admission_evaluators(policies: PolicySet) -> dict[cel.CelProgram, MemoEvaluator]:
+    """An evaluator of each AdmissionPolicy expression, all in one bounded memo."""
+    memo = BoundedMemo(*ADMISSION_MEMO)
+    programs = [policy.match.program for policy in policies.admission]
+    for policy in policies.admission:
+        for v in policy.validations:
+            programs.append(v.expression.program)
+            if v.message_expression is not None:
+                programs.append(v.message_expression.program)
+    return {
+        program: MemoEvaluator([program], cel.ADMISSION_VARS, memo=memo, volatile=("now",))
+        for program in programs
+    }
+
+
+def _apply(policy: AdmissionPolicy, variables: _Variables, found: _Findings) -> None:
+    matched = variables.evaluate(policy.match.program)
     if isinstance(matched, cel.CelError):
         _failed(policy, f"{policy.match.path}: {matched}", "Forbidden", found)
         return
     if not matched:
         return
     for validation in policy.validations:
-        result = validation.expression.program.evaluate(variables)
+        result = variables.evaluate(validation.expression.program)
         if isinstance(result, cel.CelError):
             _failed(policy, f"{validation.expression.path}: {result}", validation.reason, found)
             continue
@@ -240,7 +278,7 @@ def _apply(policy: AdmissionPolicy, variables: cel.Activation, found: _Findings)
             continue
         message = validation.message or f"failed {validation.expression.source!r}"
         if validation.message_expression is not None:
-            computed = validation.message_expression.program.evaluate(variables)
+            computed = variables.evaluate(validation.message_expression.program)
             if isinstance(computed, str) and computed:
                 message = computed
         _enforce(policy, validation.reason, message, found)
@@ -261,15 +299,6 @@ def _enforce(policy: AdmissionPolicy, reason: str, message: str, found: _Finding
         found.warn(policy.name, message)
     else:
         found.events.append(("dryrun", policy.name))
-
-
-def _sources(policy: AdmissionPolicy) -> str:
-    parts = [policy.match.source]
-    for v in policy.validations:
-        parts.append(v.expression.source)
-        if v.message_expression is not None:
-            parts.append(v.message_expression.source)
-    return "\n".join(parts)
 
 
 def _unchanged(new: Mapping[str, Any], old: Mapping[str, Any]) -> str | None:

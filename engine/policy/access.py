@@ -4,7 +4,9 @@
 and returns the paths, like ``("job", "labels", "fleetgate.io/queue")``, that the expression can
 read. ``Projector`` turns variable values into a hashable key of exactly those parts. The pair is
 sound: two inputs with the same key give the same result, because the key holds, for every path,
-the value found there (with its exact type), or where and why the walk stopped.
+the value found there (with its exact type), or where and why the walk stopped. ``prune`` cuts a
+value down to those parts: it has the same key, so evaluating on it gives the same result, and
+only what is read needs converting into CEL.
 
 Dicts are frozen in iteration order: ``m.map(k, k)`` returns keys in that order, so two dicts with
 the same items in different orders can give different results. Mapping keys must be strings (as
@@ -148,7 +150,7 @@ class Projector:
     each cluster once and build pair keys from the parts.
     """
 
-    __slots__ = ("_walks", "paths", "roots")
+    __slots__ = ("_tries", "_walks", "paths", "roots")
 
     def __init__(self, paths: Iterable[Path]):
         self.paths: tuple[Path, ...] = tuple(sorted(minimal(paths), key=_path_order))
@@ -161,6 +163,7 @@ class Projector:
             )
             for root in self.roots
         }
+        self._tries: dict[str, _Trie] = {root: _trie(self.paths, root) for root in self.roots}
 
     def key(self, values: Mapping[str, Any]) -> Hashable:
         """The parts of ``values`` (root variable name → value) at the paths."""
@@ -207,6 +210,47 @@ class Projector:
                     node = freeze(node)
             found.append(node)
         return tuple(found)
+
+    def prune(self, root: str, value: Any) -> Any:
+        """``value`` cut down to the parts at the paths of ``root``, with the same ``part``.
+
+        Where the paths step into a dict or Mapping by string keys, only those keys are kept
+        (in a new dict); where a path ends, or steps where ``part`` stops (a list index, a
+        value of another shape), the value there is kept whole. A root no path starts at
+        gives ``value`` itself.
+        """
+        trie = self._tries.get(root)
+        return value if trie is None else _pruned(value, trie)
+
+
+# step → the rest of the paths through it (None where a path ends); paths are minimal, so a
+# node is either an end or has steps
+_Trie = dict[str | int, "_Trie | None"]
+
+
+def _trie(paths: Iterable[Path], root: str) -> _Trie:
+    trie: _Trie = {}
+    for path in paths:
+        if path[0] != root:
+            continue
+        node = trie
+        for step in path[1:-1]:
+            node = node.setdefault(step, {})  # type: ignore[assignment]
+        if len(path) > 1:
+            node[path[-1]] = None
+    return trie
+
+
+def _pruned(value: Any, trie: _Trie) -> Any:
+    if not trie:  # the whole root is read
+        return value
+    if not isinstance(value, Mapping) or any(type(step) is not str for step in trie):
+        return value  # ``part`` records the whole value here (STOPPED), or walks a list
+    pruned = {}
+    for step, rest in trie.items():
+        if step in value:
+            pruned[step] = value[step] if rest is None else _pruned(value[step], rest)
+    return pruned
 
 
 def _path_order(path: Path) -> tuple[tuple[bool, str], ...]:

@@ -1,29 +1,36 @@
 """Evaluates a group of compiled programs over plain values, memoised by what they read.
 
 A scheduling cycle evaluates the same few expressions for every (job, cluster) pair, and most
-pairs agree on the few fields the expressions read. The cache key is the projection of the
-values onto the union of the programs' ``accesses``, so a hit skips both the CEL evaluation and
-the conversion of the values into CEL. A cache belongs to one evaluator: keys from another one's
-``key`` mean nothing here. A hit converts nothing: an input whose unread fields could not be
-converted (a direct evaluation would raise) gets the result of the input that filled the entry.
+pairs agree on the few fields the expressions read; so do the templates the webhook reviews.
+The cache key is the projection of the values onto the union of the programs' ``accesses``, so
+a hit skips both the CEL evaluation and the conversion of the values into CEL. A miss converts
+only the parts the key holds (``Projector.prune``), not the whole values. A cache belongs to one
+evaluator: keys from another one's ``key`` mean nothing here (evaluators sharing one
+``BoundedMemo`` tag their keys). A hit converts nothing: an input whose unread fields could not
+be converted gets the result of the input that filled the entry; a miss does not convert them
+either.
+
+The cache is a ``BoundedMemo``: at most ``max_entries`` entries and an estimated size, whatever
+the inputs (a label's values are part of the key of an expression that reads it).
 
 For many (job, cluster) pairs, project each job and each cluster once with ``part`` and build
 each pair's key as ``tuple(part_of[root] for root in evaluator.roots)``: it equals ``key`` of
 the pair's values and costs a tuple instead of a walk of every path.
 
-Thread safety: the cache is a plain dict read and written under the GIL; every miss converts
-its own Activation, and ``CelProgram.evaluate`` shares no mutable state. Two threads missing on
-the same key both evaluate and store equal results. ``hits``/``misses`` are statistics and may
-undercount under concurrent use.
+Thread safety: lookups read a dict under the GIL and stores take the memo's lock; every miss
+converts its own Activation, and ``CelProgram.evaluate`` shares no mutable state. Two threads
+missing on the same key both evaluate and store equal results. ``hits``/``misses`` are
+statistics and may undercount under concurrent use.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Collection, Hashable, Mapping, Sequence
 from typing import Any
 
 from engine.policy import cel
 from engine.policy.access import Projector
+from engine.policy.bounded import BoundedMemo
 from engine.policy.celcheck import CelType
 
 
@@ -32,6 +39,11 @@ class MemoEvaluator:
 
     Only the variables named in ``types`` are passed to the programs; paths rooted at any other
     name are left out of the key, since no program can see those values.
+
+    ``memo``: a ``BoundedMemo`` shared with other evaluators (one bound for all of them; keys
+    are tagged with this evaluator), else one of ``max_entries`` is made. ``volatile``: roots
+    whose values differ on every call (``now`` in the webhook, one per request): when the
+    programs read one, results are computed (over only what they read) but not kept.
     """
 
     def __init__(
@@ -39,18 +51,20 @@ class MemoEvaluator:
         programs: Sequence[cel.CelProgram],
         types: Mapping[str, CelType],
         max_entries: int = 200_000,
+        *,
+        memo: BoundedMemo | None = None,
+        volatile: Collection[str] = (),
     ):
-        if max_entries < 1:
-            raise ValueError(f"max_entries must be at least 1, got {max_entries}")
         self.programs = tuple(programs)
         self.types = dict(types)
-        self.max_entries = max_entries
         self.projector = Projector(
             path for p in self.programs for path in p.accesses if path[0] in self.types
         )
+        self.memo = memo if memo is not None else BoundedMemo(max_entries)
+        self._tag: object | None = None if memo is None else object()
+        self.keeps = not any(root in volatile for root in self.projector.roots)
         self.hits = 0
         self.misses = 0
-        self._cache: dict[Hashable, tuple[Any, ...]] = {}
 
     @property
     def roots(self) -> tuple[str, ...]:
@@ -71,19 +85,28 @@ class MemoEvaluator:
 
     def evaluate_key(self, key: Hashable, values: Mapping[str, Any]) -> tuple[Any, ...]:
         """As ``evaluate``, with ``key`` already computed by ``self.key(values)``."""
-        results = self._cache.get(key)
+        if self._tag is not None:
+            key = (self._tag, key)
+        memo = self.memo
+        results = memo.current.get(key)
+        if results is None:
+            results = memo.recall(key)
         if results is not None:
             self.hits += 1
             return results
         self.misses += 1
+        prune = self.projector.prune
         activation = cel.activation(
             self.types,
-            **{name: materialise(values[name]) for name in self.types if name in values},
+            **{
+                name: materialise(prune(name, values[name]))
+                for name in self.roots
+                if name in values
+            },
         )
         results = tuple(program.evaluate(activation) for program in self.programs)
-        if len(self._cache) >= self.max_entries:
-            self._cache.clear()
-        self._cache[key] = results
+        if self.keeps:
+            memo.put(key, results)
         return results
 
     def fork(self) -> MemoEvaluator:
@@ -93,15 +116,16 @@ class MemoEvaluator:
         other = MemoEvaluator.__new__(MemoEvaluator)
         other.programs = self.programs
         other.types = self.types
-        other.max_entries = self.max_entries
         other.projector = self.projector
+        other.memo = self.memo
+        other._tag = self._tag
+        other.keeps = self.keeps
         other.hits = 0
         other.misses = 0
-        other._cache = self._cache
         return other
 
     def __len__(self) -> int:
-        return len(self._cache)
+        return len(self.memo)
 
 
 def materialise(value: Any) -> Any:

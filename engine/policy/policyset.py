@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping, Sequence
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from engine.errors import PolicyIssue, PolicyLoadError, not_an_object
 from engine.policy import schema
@@ -16,6 +17,8 @@ from engine.policy.celcost import DEFAULT_LIMITS, CelLimits
 from engine.policy.checks import check_queues
 from engine.policy.model import AdmissionPolicy, Queue, SchedulingPolicy
 from engine.policy.source import Document, format_path, policy_files, read_documents
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -33,9 +36,25 @@ class PolicySet:
     # the documents as ``content_digest`` reads them (sorted-key JSON): loading them again, as
     # one YAML file, gives the same set and version (``reconciler.lastgood`` stores them)
     documents: tuple[str, ...] = field(default=(), repr=False)
+    # what ``kept`` built from this set: name → value
+    _kept: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
+    _keeping: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     def queue(self, name: str) -> Queue | None:
         return self._queues_by_name.get(name)
+
+    def kept(self, name: str, build: Callable[[PolicySet], T]) -> T:
+        """``build(self)``, made once and kept with this set: what is derived from one policy
+        version (memoised evaluators of its expressions) lives and goes with it, so a reload
+        starts afresh and nothing outlives the set. ``name`` says what it is (one per caller:
+        ``"webhook.admission"``); two threads asking at once get the same value."""
+        found = self._kept.get(name)
+        if found is None:
+            with self._keeping:
+                found = self._kept.get(name)
+                if found is None:
+                    found = self._kept[name] = build(self)
+        return found
 
     @property
     def expression_count(self) -> int:
@@ -133,6 +152,22 @@ def load_policy_set(
         files=tuple(str(f) for f in files),
         _queues_by_name={q.name: q for q in queues},
         documents=canonical,
+    )
+
+
+def default_policy_set() -> PolicySet:
+    """The set of no documents: the built-in SchedulingPolicy, no queues, no AdmissionPolicies
+    (``fleetgate inspect`` without ``--policies``)."""
+    digest = _digest(())
+    return PolicySet(
+        version=digest,
+        digest=digest,
+        revision=None,
+        queues=(),
+        scheduling=default_scheduling_policy(),
+        admission=(),
+        files=(),
+        _queues_by_name={},
     )
 
 

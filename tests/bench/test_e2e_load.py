@@ -29,6 +29,7 @@ def test_every_job_is_decided_and_counted(backlog: bool):
     assert result["admitted"] > 0 and result["pending"] > 0  # 64 GPUs: some wait, with reasons
     assert result["bindsPerSecond"] > 0
     assert {"sandbox", "webhook", "this"} <= result["cpuSeconds"].keys()
+    assert result["webhookCpuMsPerReview"] > 0
     assert sum(p["decisions"] for p in result["passes"]) >= JOBS
     writes = result["writesPerBinding"]  # from the sandbox's record of who wrote what
     assert writes["dropped"] == 0

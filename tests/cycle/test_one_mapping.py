@@ -30,6 +30,6 @@ def test_a_template_maps_as_the_cycle_maps_its_job():
         assert workload is not None
         value = JobCache().priority_value(snapshot, workload.priority_class_name)
         assert value is not None
-        assert map_template(policies.scheduling, workload, value, NOW) == job.mapped
+        assert map_template(policies, workload, value, NOW) == job.mapped
         queues.add(job.mapped.queue)
     assert len(queues) >= 3  # the sample exercises several queue rules

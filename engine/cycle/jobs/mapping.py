@@ -1,6 +1,8 @@
 """What the SchedulingPolicy says about one job (its queue, tenant, priority, gang settings,
 dependencies and group), from its CEL expressions: evaluated once per (binding uid, generation,
-policy version, PriorityClass value) and kept in the ``JobCache``."""
+policy version, PriorityClass value) and kept in the ``JobCache``. A template (the webhook's
+review) is mapped with evaluators kept with its PolicySet, whose memo is keyed by what the
+expressions read (``TEMPLATE_MEMO`` bounds it)."""
 
 from __future__ import annotations
 
@@ -15,9 +17,13 @@ from engine.cycle.jobs.model import Mapped, MappingEvaluators
 from engine.cycle.jobs.values import JobValues
 from engine.fleet.model import BindingView
 from engine.policy import cel
+from engine.policy.bounded import BoundedMemo
 from engine.policy.model import SchedulingPolicy
 from engine.policy.policyset import PolicySet
 from engine.workloads.model import Workload
+
+# the memo of template mappings, one per policy version: entries, estimated bytes, bytes an entry
+TEMPLATE_MEMO = (20_000, 16 << 20, 64 << 10)
 
 
 def map_job(
@@ -40,13 +46,21 @@ def map_job(
 
 
 def map_template(
-    policy: SchedulingPolicy, workload: Workload, priority_value: int, now: dt.datetime
+    policies: PolicySet, workload: Workload, priority_value: int, now: dt.datetime
 ) -> Mapped:
     """The mapping of a template that has no binding yet (the webhook, ``fleetgate inspect``):
     the cycle's own evaluation, with the ``job`` variable the cycle builds, so a job is never
-    mapped one way at admission and another in the cycle. Nothing is kept."""
+    mapped one way at admission and another in the cycle. The evaluators and their memo (keyed
+    by what the expressions read, bounded by ``TEMPLATE_MEMO``) are kept with ``policies``;
+    an expression that reads ``now`` is evaluated each time."""
+    evaluators = policies.kept("cycle.map_template", _template_evaluators)
     values = JobValues(workload, priority_value)
-    return evaluate(policy, MappingEvaluators.of(policy), values, priority_value, now)
+    return evaluate(policies.scheduling, evaluators, values, priority_value, now)
+
+
+def _template_evaluators(policies: PolicySet) -> MappingEvaluators:
+    memo = BoundedMemo(*TEMPLATE_MEMO)
+    return MappingEvaluators.of(policies.scheduling, memo, volatile=("now",))
 
 
 def evaluate(

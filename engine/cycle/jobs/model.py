@@ -6,7 +6,7 @@ it (``Mapped``), and the job as the cycle schedules it (``PendingJob``), counts 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -14,6 +14,7 @@ from engine.cycle.jobs.values import EPOCH
 from engine.cycle.reasons import Reason
 from engine.fleet.model import BindingView
 from engine.policy import cel
+from engine.policy.bounded import BoundedMemo
 from engine.policy.memo import MemoEvaluator
 from engine.policy.model import SchedulingPolicy
 from engine.vectors import Vec
@@ -47,16 +48,23 @@ class MappingEvaluators(NamedTuple):
     groups: MemoEvaluator | None
 
     @classmethod
-    def of(cls, s: SchedulingPolicy) -> MappingEvaluators:
+    def of(
+        cls, s: SchedulingPolicy, memo: BoundedMemo | None = None, volatile: Collection[str] = ()
+    ) -> MappingEvaluators:
+        """Evaluators with a memo each, or sharing ``memo``; ``volatile``: see MemoEvaluator."""
         rest = [s.tenant, s.priority, s.gang.min_member, s.gang.allow_split]
         d, g = s.dependencies, s.groups
         after = [e.program for e in (d.after, d.same_cluster_as) if e is not None]
         grouped = [e.program for e in (g.name, g.size, g.min) if e is not None]
+
+        def evaluator(programs: list[cel.CelProgram]) -> MemoEvaluator:
+            return MemoEvaluator(programs, cel.MAPPING_VARS, memo=memo, volatile=volatile)
+
         return cls(
-            MemoEvaluator([s.queue.program], cel.MAPPING_VARS),
-            MemoEvaluator([e.program for e in rest], cel.MAPPING_VARS),
-            MemoEvaluator(after, cel.MAPPING_VARS) if after else None,
-            MemoEvaluator(grouped, cel.MAPPING_VARS) if g.name is not None else None,
+            evaluator([s.queue.program]),
+            evaluator([e.program for e in rest]),
+            evaluator(after) if after else None,
+            evaluator(grouped) if g.name is not None else None,
         )
 
 
