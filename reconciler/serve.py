@@ -266,8 +266,15 @@ def _serve_webhook(
     server = WebhookServer(app, host, port, tls=(cert, key))
     server.start()
     serving.servers.append(server)
+    _count_certificate(serving, "webhook", server)
     bound_host, bound_port = server.address
     serving.addresses["webhook"] = f"https://{bound_host}:{bound_port}"
+
+
+def _count_certificate(serving: Serving, name: str, server: Any) -> None:
+    """``server``'s certificate expiry on the read API's /metrics."""
+    if serving.api_app is not None:
+        serving.api_app.config["fleetgate.certificates"].add(name, server)
 
 
 def _api_auth(args: argparse.Namespace, api: kubernetes.client.ApiClient) -> Any:
@@ -309,6 +316,7 @@ def _serve_visibility(
     server = WebhookServer(served, host, port, tls=(cert, key), client_ca=config.client_ca)
     server.start()
     serving.servers.append(server)
+    _count_certificate(serving, "visibility", server)
     bound_host, bound_port = server.address
     serving.addresses["visibility"] = f"https://{bound_host}:{bound_port}"
 
@@ -317,11 +325,14 @@ def api_app(serving: Serving) -> Flask:
     """The read API of :mod:`reconciler.api` (with /metrics and the probes) and the policy
     metrics, plus ``/leader`` and any probe it does not answer itself."""
     from reconciler.api import create_app
-    from webhook.metrics import PolicyCollector
+    from webhook.metrics import CertificateCollector, PolicyCollector
 
     app = create_app(serving.reconciler, auth=serving.auth)
     # the policy set's state (fleetgate_policy_*), as the webhook's /metrics has it
     app.config["fleetgate.metrics"].registry.register(PolicyCollector(serving.holder))
+    # the serving certificates of the webhook and visibility servers, once they start
+    certificates = app.config["fleetgate.certificates"] = CertificateCollector()
+    app.config["fleetgate.metrics"].registry.register(certificates)
     taken = {rule.rule for rule in app.url_map.iter_rules()}
     probes: dict[str, Callable[[], Response]] = {
         "/healthz": lambda: _text(200, "ok"),

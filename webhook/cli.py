@@ -227,6 +227,7 @@ def run(args: argparse.Namespace) -> int:
             ).inc(),
         )
         server.start()
+        stats.certificates.add("webhook", server)
     except (OSError, FleetgateError) as err:
         if managed is not None:
             managed.stop()

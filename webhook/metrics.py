@@ -7,6 +7,7 @@ when Prometheus scrapes, so they can never disagree with ``/readyz``.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -76,6 +77,8 @@ class Metrics:
             registry=self.registry,
         )
         self.registry.register(PolicyCollector(holder))
+        self.certificates = CertificateCollector()  # the server adds itself once it exists
+        self.registry.register(self.certificates)
 
     def record(self, endpoint: str, verdict: Verdict) -> None:
         self.requests.labels(endpoint, verdict.outcome).inc()
@@ -133,3 +136,29 @@ class PolicyCollector(Collector):
             "Policy loads that failed; the last good set stayed live.",
             value=status.failures,
         )
+
+
+class CertificateCollector(Collector):
+    """``fleetgate_serving_certificate_expiry_timestamp_seconds``: when the certificate each
+    HTTPS server of this process serves expires, read from the server as Prometheus scrapes
+    (a renewal that keeps failing shows as a date that stops moving, ``--tls-secret`` or
+    cert-manager alike)."""
+
+    def __init__(self) -> None:
+        self._servers: dict[str, Any] = {}  # name → webhook.serve.WebhookServer
+
+    def add(self, name: str, server: Any) -> None:
+        self._servers[name] = server
+
+    def collect(self) -> Iterator[Metric]:
+        found = GaugeMetricFamily(
+            "fleetgate_serving_certificate_expiry_timestamp_seconds",
+            "When the serving certificate of each HTTPS server of this process expires (Unix "
+            "seconds; server: webhook or visibility).",
+            labels=["server"],
+        )
+        for name, server in sorted(self._servers.items()):
+            reloader = getattr(server, "reloader", None)
+            if reloader is not None and reloader.not_after is not None:
+                found.add_metric([name], reloader.not_after)
+        yield found

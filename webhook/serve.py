@@ -67,6 +67,18 @@ def tls_context(cert: Path, key: Path, client_ca: bytes | None = None) -> ssl.SS
     return context
 
 
+def not_after(cert: Path) -> float | None:
+    """When the first certificate of the PEM file ``cert`` expires (Unix seconds); None when
+    it cannot be read (the context's own load says why)."""
+    from cryptography import x509
+
+    try:
+        loaded = x509.load_pem_x509_certificate(Path(cert).read_bytes())
+    except (OSError, ValueError):
+        return None
+    return loaded.not_valid_after_utc.timestamp()
+
+
 class CertificateReloader:
     """Swaps a new context into the adapter when the certificate or key file changes."""
 
@@ -86,6 +98,7 @@ class CertificateReloader:
         self._client_ca = client_ca
         self._on_reload = on_reload
         self.reloads = 0
+        self.not_after = not_after(self._files[0])  # of the certificate being served
         self.poller = Poller(
             lambda: fingerprint(self._files), self._reload, interval, "tls-reloader", seen=seen
         )
@@ -103,6 +116,7 @@ class CertificateReloader:
                 self._on_reload(False)
             return
         self._adapter.context = context  # one assignment: new handshakes use the new cert
+        self.not_after = not_after(self._files[0])
         self.reloads += 1
         log.info("serving certificate reloaded from %s", self._files[0])
         if self._on_reload:

@@ -296,3 +296,46 @@ def test_the_served_certificate_verifies_against_the_injected_bundle(
             urllib.request.urlopen(f"https://127.0.0.1:{port}/ping", context=context, timeout=10)
     finally:
         server.stop()
+
+
+def test_the_expiry_of_the_certificate_served_is_a_metric_that_follows_renewals(
+    sandbox: Sandbox,
+    client,
+    tmp_path: Path,
+) -> None:
+    from flask import Flask
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from webhook.metrics import CertificateCollector
+    from webhook.serve import WebhookServer
+
+    clock = Clock(dt.datetime.now(dt.UTC))
+    manager = _manager(client, tmp_path, clock)
+    first = manager.sync()
+    server = WebhookServer(
+        Flask("probe"), "127.0.0.1", 0, tls=(manager.cert_file, manager.key_file)
+    )
+    server.start()
+    try:
+        collector = CertificateCollector()
+        collector.add("webhook", server)
+        registry = CollectorRegistry()
+        registry.register(collector)
+
+        def exported() -> float:
+            text = generate_latest(registry).decode()
+            line = next(
+                x for x in text.splitlines() if x.startswith("fleetgate_serving_certificate")
+            )
+            assert 'server="webhook"' in line
+            return float(line.rsplit(" ", 1)[1])
+
+        expiry = x509.load_pem_x509_certificate(first.cert).not_valid_after_utc.timestamp()
+        assert exported() == expiry
+        clock.now += dt.timedelta(days=300)  # renewal due: new files, reloaded by the server
+        second = manager.sync()
+        assert server.reloader is not None and server.reloader.check()
+        renewed = x509.load_pem_x509_certificate(second.cert).not_valid_after_utc.timestamp()
+        assert exported() == renewed > expiry
+    finally:
+        server.stop()
