@@ -81,9 +81,6 @@ class FullCycle:
         self.decisions: list[Decision] = []
         # queue → (binding ref, order key) of every job that keeps its place in the queue
         self.waiting: dict[str, list[tuple[str, tuple[Any, ...]]]] = defaultdict(list)
-        self.admitted_count: Counter[str] = Counter(
-            j.mapped.queue for j in self.admitted if self.quota.node(j.mapped.queue)
-        )
         self.no_victims: set[tuple[Any, ...]] = set()
         self.searched: set[str] = set()  # queues that had their preemption search this cycle
         self.blocked: dict[str, PendingJob] = {}  # StrictFIFO leaf → its blocked head
@@ -109,17 +106,23 @@ class FullCycle:
         """2. accounting: each cluster's room and each queue's usage, with what runs and what
         is in flight."""
         views = sorted(self.snapshot.clusters, key=lambda c: c.name)
-        self.clusters = cluster_states(views, self.snapshot.estimates)
+        self.clusters = cluster_states(
+            views, self.snapshot.estimates, self.cache.cluster_states
+        )
         ready = (s.allocatable for s in self.clusters.values() if s.view.ready)
         self.capacity = vectors.total((a, 1) for a in ready)
         self.quota = QuotaTree(self.policies.queues, self.capacity)
+        held: list[tuple[QuotaNode, vectors.Vec]] = []
+        self.admitted_count: Counter[str] = Counter()
         for job in self.admitted:
             leaf = self.quota.node(job.mapped.queue)
             if leaf is not None:
-                self.quota.add(leaf, job.demand)
+                held.append((leaf, job.demand))
+                self.admitted_count[leaf.name] += 1
             for name in job.in_flight:
                 if name in self.clusters:
                     self.clusters[name].place(job.pods[name])  # in flight
+        self.quota.add_all(held)
         values = functools.partial(queue_values, self.policies, self.quota)
         self.placer = Placer(
             self.snapshot, self.policies, self.clusters, self.now, values, self.cache

@@ -59,6 +59,8 @@ class JobCache:
         self._held_source: tuple[object, object] = (None, None)
         self._held_at: dt.datetime | None = None
         self._first_seen: dict[str, dt.datetime] = {}  # binding uid (or ref) → first cycle time
+        # cluster → its view, estimates and state (``placement.capacity.cluster_states``)
+        self.cluster_states: dict[str, Any] = {}
 
     def evaluators(self, policies: PolicySet) -> MappingEvaluators:
         """The mapping's evaluators for ``policies``, kept for the latest version (their memos

@@ -360,6 +360,29 @@ class QuotaTree:
                 value = value - local if node.parent is not None else 0
                 node = node.parent
 
+    def add_all(self, amounts: Iterable[tuple[QuotaNode, Mapping[str, int]]]) -> None:
+        """``add`` of each (leaf, amount) in turn, in one ``add`` per leaf of its amounts'
+        sum: the state depends only on each leaf's usage (see ``remove``). Each ``total`` names
+        its resources in the order the amounts first name them, as one ``add`` each would."""
+        sums: dict[str, tuple[QuotaNode, Vec]] = {}
+        firsts: list[tuple[QuotaNode, str]] = []  # (leaf, resource) first named in the leaf
+        for leaf, amount in amounts:
+            entry = sums.get(leaf.name)
+            if entry is None:
+                entry = sums[leaf.name] = (leaf, {})
+            summed = entry[1]
+            for r, v in amount.items():
+                if r in summed:
+                    summed[r] += v
+                else:
+                    summed[r] = v
+                    firsts.append((leaf, r))
+        for leaf, r in firsts:  # in the order of the amounts: each node's first is first
+            for node in leaf.path:
+                node.total.setdefault(r, 0)
+        for leaf, summed in sums.values():
+            self.add(leaf, summed)
+
     def remove(self, leaf: QuotaNode, amount: Mapping[str, int]) -> None:
         """The inverse of ``add``: the state depends only on each leaf's usage, so any amount
         added before, alone or summed with others, may be removed in any order."""
