@@ -106,9 +106,7 @@ class FullCycle:
         """2. accounting: each cluster's room and each queue's usage, with what runs and what
         is in flight."""
         views = sorted(self.snapshot.clusters, key=lambda c: c.name)
-        self.clusters = cluster_states(
-            views, self.snapshot.estimates, self.cache.cluster_states
-        )
+        self.clusters = cluster_states(views, self.snapshot.estimates, self.cache.cluster_states)
         ready = (s.allocatable for s in self.clusters.values() if s.view.ready)
         self.capacity = vectors.total((a, 1) for a in ready)
         self.quota = QuotaTree(self.policies.queues, self.capacity)
