@@ -40,6 +40,7 @@ from engine.cycle.placement.capacity import cluster_states
 from engine.cycle.placement.placer import Placer
 from engine.cycle.placement.values import queue_values
 from engine.cycle.preemption import protection, ranking, victims
+from engine.cycle.quota.held import add_held
 from engine.cycle.quota.tree import QuotaNode, QuotaTree
 from engine.cycle.reasons import NEVER, Reason
 from engine.fleet.model import Snapshot
@@ -110,17 +111,12 @@ class FullCycle:
         ready = (s.allocatable for s in self.clusters.values() if s.view.ready)
         self.capacity = vectors.total((a, 1) for a in ready)
         self.quota = QuotaTree(self.policies.queues, self.capacity)
-        held: list[tuple[QuotaNode, vectors.Vec]] = []
-        self.admitted_count: Counter[str] = Counter()
-        for job in self.admitted:
-            leaf = self.quota.node(job.mapped.queue)
-            if leaf is not None:
-                held.append((leaf, job.demand))
-                self.admitted_count[leaf.name] += 1
+        held = self.cache.held.held(self.admitted)  # summed per queue, kept between cycles
+        self.admitted_count: Counter[str] = add_held(self.quota, held)
+        for job in held.in_flight:
             for name in job.in_flight:
                 if name in self.clusters:
-                    self.clusters[name].place(job.pods[name])  # in flight
-        self.quota.add_all(held)
+                    self.clusters[name].place(job.pods[name])
         values = functools.partial(queue_values, self.policies, self.quota)
         self.placer = Placer(
             self.snapshot, self.policies, self.clusters, self.now, values, self.cache

@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from engine.cycle.jobs.model import AdmittedJob, Mapped, MappingEvaluators, PendingJob
+from engine.cycle.quota.held import HeldSums
 from engine.fleet.model import BindingView, PriorityClassView, Snapshot
 from engine.policy.policyset import PolicySet
 from engine.workloads.model import Workload
@@ -61,6 +62,7 @@ class JobCache:
         self._first_seen: dict[str, dt.datetime] = {}  # binding uid (or ref) → first cycle time
         # cluster → its view, estimates and state (``placement.capacity.cluster_states``)
         self.cluster_states: dict[str, Any] = {}
+        self.held = HeldSums()  # what the admitted jobs hold, per queue
 
     def evaluators(self, policies: PolicySet) -> MappingEvaluators:
         """The mapping's evaluators for ``policies``, kept for the latest version (their memos
