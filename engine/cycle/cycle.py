@@ -39,7 +39,7 @@ from engine.cycle.ordering.order import QueueOrder, late_key
 from engine.cycle.placement.capacity import cluster_states
 from engine.cycle.placement.placer import Placer
 from engine.cycle.placement.values import queue_values
-from engine.cycle.preemption import protection, ranking, victims
+from engine.cycle.preemption import candidates, ranking, victims
 from engine.cycle.quota.held import add_held
 from engine.cycle.quota.tree import QuotaNode, QuotaTree
 from engine.cycle.reasons import NEVER, Reason
@@ -379,10 +379,13 @@ class FullCycle:
     @functools.cached_property
     def victims(self) -> victims.VictimIndex:
         """The admitted jobs preemption may take, built when a search first needs them."""
-        limits, now = self.policies.scheduling.preemption, self.now
-        return victims.VictimIndex(
-            protection.preemptible(groups.preemptible(self.admitted, self.snapshot), limits, now),
-            lambda job: protection.work_lost(job, now, self.capacity),
+        if self.cache.candidates is None:
+            self.cache.candidates = candidates.Candidates()
+        limits = self.policies.scheduling.preemption
+        return victims.VictimIndex.ordered(
+            *self.cache.candidates.ordered(
+                self.admitted, self.snapshot, limits, self.now, self.capacity
+            )
         )
 
     def victims_spent(self, more: int = 0) -> bool:

@@ -63,6 +63,8 @@ class JobCache:
         # cluster → its view, estimates and state (``placement.capacity.cluster_states``)
         self.cluster_states: dict[str, Any] = {}
         self.held = HeldSums()  # what the admitted jobs hold, per queue
+        # ``preemption.candidates.Candidates``, made by the first cycle that preempts
+        self.candidates: Any = None
 
     def evaluators(self, policies: PolicySet) -> MappingEvaluators:
         """The mapping's evaluators for ``policies``, kept for the latest version (their memos
