@@ -31,6 +31,11 @@ class JobCache:
     A warm cycle reads most pending jobs through ``kept``: while the snapshot's workloads and
     PriorityClasses are the very objects a job was last read from, nothing it depends on
     changed (unless its binding has a backoff time, which is compared with ``now``).
+
+    Between cycles it also keeps what the cycle derives from unchanged inputs: each cluster's
+    state while its view is the very object (``placement.capacity.cluster_states``), the
+    admitted jobs' demand summed per queue (``quota.held``) and what preemption knows of each
+    admitted job (``preemption.candidates``). Each gives what building it anew gives.
     """
 
     def __init__(self, max_entries: int = 500_000) -> None:
