@@ -39,7 +39,8 @@ from engine.cycle.ordering.order import QueueOrder, late_key
 from engine.cycle.placement.capacity import cluster_states
 from engine.cycle.placement.placer import Placer
 from engine.cycle.placement.values import queue_values
-from engine.cycle.preemption import protection, ranking, victims
+from engine.cycle.preemption import candidates, ranking, victims
+from engine.cycle.quota.held import add_held
 from engine.cycle.quota.tree import QuotaNode, QuotaTree
 from engine.cycle.reasons import NEVER, Reason
 from engine.fleet.model import Snapshot
@@ -81,9 +82,6 @@ class FullCycle:
         self.decisions: list[Decision] = []
         # queue → (binding ref, order key) of every job that keeps its place in the queue
         self.waiting: dict[str, list[tuple[str, tuple[Any, ...]]]] = defaultdict(list)
-        self.admitted_count: Counter[str] = Counter(
-            j.mapped.queue for j in self.admitted if self.quota.node(j.mapped.queue)
-        )
         self.no_victims: set[tuple[Any, ...]] = set()
         self.searched: set[str] = set()  # queues that had their preemption search this cycle
         self.blocked: dict[str, PendingJob] = {}  # StrictFIFO leaf → its blocked head
@@ -109,17 +107,16 @@ class FullCycle:
         """2. accounting: each cluster's room and each queue's usage, with what runs and what
         is in flight."""
         views = sorted(self.snapshot.clusters, key=lambda c: c.name)
-        self.clusters = cluster_states(views, self.snapshot.estimates)
+        self.clusters = cluster_states(views, self.snapshot.estimates, self.cache.cluster_states)
         ready = (s.allocatable for s in self.clusters.values() if s.view.ready)
         self.capacity = vectors.total((a, 1) for a in ready)
         self.quota = QuotaTree(self.policies.queues, self.capacity)
-        for job in self.admitted:
-            leaf = self.quota.node(job.mapped.queue)
-            if leaf is not None:
-                self.quota.add(leaf, job.demand)
+        held = self.cache.held.held(self.admitted)  # summed per queue, kept between cycles
+        self.admitted_count: Counter[str] = add_held(self.quota, held)
+        for job in held.in_flight:
             for name in job.in_flight:
                 if name in self.clusters:
-                    self.clusters[name].place(job.pods[name])  # in flight
+                    self.clusters[name].place(job.pods[name])
         values = functools.partial(queue_values, self.policies, self.quota)
         self.placer = Placer(
             self.snapshot, self.policies, self.clusters, self.now, values, self.cache
@@ -382,10 +379,13 @@ class FullCycle:
     @functools.cached_property
     def victims(self) -> victims.VictimIndex:
         """The admitted jobs preemption may take, built when a search first needs them."""
-        limits, now = self.policies.scheduling.preemption, self.now
-        return victims.VictimIndex(
-            protection.preemptible(groups.preemptible(self.admitted, self.snapshot), limits, now),
-            lambda job: protection.work_lost(job, now, self.capacity),
+        if self.cache.candidates is None:
+            self.cache.candidates = candidates.Candidates()
+        limits = self.policies.scheduling.preemption
+        return victims.VictimIndex.ordered(
+            *self.cache.candidates.ordered(
+                self.admitted, self.snapshot, limits, self.now, self.capacity
+            )
         )
 
     def victims_spent(self, more: int = 0) -> bool:

@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from engine.cycle.jobs.model import AdmittedJob, Mapped, MappingEvaluators, PendingJob
+from engine.cycle.quota.held import HeldSums
 from engine.fleet.model import BindingView, PriorityClassView, Snapshot
 from engine.policy.policyset import PolicySet
 from engine.workloads.model import Workload
@@ -30,6 +31,11 @@ class JobCache:
     A warm cycle reads most pending jobs through ``kept``: while the snapshot's workloads and
     PriorityClasses are the very objects a job was last read from, nothing it depends on
     changed (unless its binding has a backoff time, which is compared with ``now``).
+
+    Between cycles it also keeps what the cycle derives from unchanged inputs: each cluster's
+    state while its view is the very object (``placement.capacity.cluster_states``), the
+    admitted jobs' demand summed per queue (``quota.held``) and what preemption knows of each
+    admitted job (``preemption.candidates``). Each gives what building it anew gives.
     """
 
     def __init__(self, max_entries: int = 500_000) -> None:
@@ -59,6 +65,11 @@ class JobCache:
         self._held_source: tuple[object, object] = (None, None)
         self._held_at: dt.datetime | None = None
         self._first_seen: dict[str, dt.datetime] = {}  # binding uid (or ref) → first cycle time
+        # cluster → its view, estimates and state (``placement.capacity.cluster_states``)
+        self.cluster_states: dict[str, Any] = {}
+        self.held = HeldSums()  # what the admitted jobs hold, per queue
+        # ``preemption.candidates.Candidates``, made by the first cycle that preempts
+        self.candidates: Any = None
 
     def evaluators(self, policies: PolicySet) -> MappingEvaluators:
         """The mapping's evaluators for ``policies``, kept for the latest version (their memos

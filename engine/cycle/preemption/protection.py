@@ -43,8 +43,12 @@ def preemptible(
 
 def work_lost(job: AdmittedJob, now: dt.datetime, capacity: Mapping[str, int]) -> float:
     """The job's dominant share of ``capacity`` times the seconds since it was admitted."""
-    share = max(
+    return dominant_share(job, capacity) * max((now - job.admitted_at).total_seconds(), 0.0)
+
+
+def dominant_share(job: AdmittedJob, capacity: Mapping[str, int]) -> float:
+    """The job's largest fraction of any resource of ``capacity`` (pods aside)."""
+    return max(
         (v / capacity[r] for r, v in job.demand.items() if capacity.get(r, 0) > 0 and r != "pods"),
         default=0.0,
     )
-    return share * max((now - job.admitted_at).total_seconds(), 0.0)

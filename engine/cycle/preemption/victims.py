@@ -45,7 +45,19 @@ class VictimIndex:
         jobs = [j for j in admitted if j.usage]
         # binding ref → the work the job would lose (``protection.work_lost``; 0 unknown)
         self.lost_of = {j.ref: lost(j) for j in jobs} if lost is not None else {}
-        self.order = sorted(jobs, key=lambda j: victim_order(j, self.lost(j)))
+        self._index(sorted(jobs, key=lambda j: victim_order(j, self.lost(j))))
+
+    @classmethod
+    def ordered(cls, order: list[AdmittedJob], lost_of: dict[str, float]) -> VictimIndex:
+        """The index of victims already in victim order, each using something, with the work
+        each would lose by binding ref (``candidates.Candidates.ordered``)."""
+        index = cls.__new__(cls)
+        index.lost_of = lost_of
+        index._index(order)
+        return index
+
+    def _index(self, order: list[AdmittedJob]) -> None:
+        self.order = order
         self.rank = {v.ref: i for i, v in enumerate(self.order)}
         self.by_queue: dict[str, list[AdmittedJob]] = {}
         self.on_cluster: dict[str, list[AdmittedJob]] = {}

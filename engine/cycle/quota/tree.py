@@ -360,6 +360,31 @@ class QuotaTree:
                 value = value - local if node.parent is not None else 0
                 node = node.parent
 
+    def add_sums(
+        self,
+        kinds: Iterable[tuple[QuotaNode, Iterable[str]]],
+        sums: Mapping[str, Mapping[str, int]],
+    ) -> None:
+        """``add`` of amounts given summed per leaf, in one ``add`` per leaf: the state depends
+        only on each leaf's usage (see ``remove``). ``sums``: leaf name → its amounts' sum;
+        ``kinds``: in the order the amounts came, each leaf with the resources one of its
+        amounts names (each pair once is enough). Each ``total`` then names its resources in
+        the order the amounts first name them, as one ``add`` each would; a resource of a sum
+        that no kind of its leaf names is left out."""
+        named: dict[str, tuple[QuotaNode, dict[str, None]]] = {}
+        for leaf, resources in kinds:
+            entry = named.get(leaf.name)
+            if entry is None:
+                entry = named[leaf.name] = (leaf, {})
+            for r in resources:
+                if r not in entry[1]:
+                    entry[1][r] = None
+                    for node in leaf.path:
+                        node.total.setdefault(r, 0)
+        for name, (leaf, resources) in named.items():
+            summed = sums[name]
+            self.add(leaf, {r: summed[r] for r in resources})
+
     def remove(self, leaf: QuotaNode, amount: Mapping[str, int]) -> None:
         """The inverse of ``add``: the state depends only on each leaf's usage, so any amount
         added before, alone or summed with others, may be removed in any order."""
