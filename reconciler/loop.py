@@ -11,8 +11,9 @@ once the watch brought its new version (or, when the cache still holds the versi
 answered, once a fresh read shows it unchanged). Writes never go into the caches: the watch
 brings them back. A pass run twice writes nothing the second time (UNCHANGED).
 
-Writes go out on a pool of threads (:mod:`reconciler.writers`), a binding per thread; only
-objects replaced since the last pass are parsed (:class:`ReadMemo`); a Pending decision its
+Writes go out on a pool of threads (:mod:`reconciler.writers`), a binding per thread; the
+snapshot is kept up to date with what the informers changed since the last pass
+(:mod:`reconciler.kept`), not rebuilt; a Pending decision its
 binding already carries is not planned again (:mod:`reconciler.settled`). Adoption
 (:mod:`reconciler.adopt`) and the estimators (:mod:`reconciler.estimator`) feed the snapshot.
 ``start()`` runs passes on a thread: after relevant informer events (debounced), every
@@ -52,8 +53,6 @@ from engine.enforce import (
 )
 from engine.errors import FleetgateError
 from engine.fleet.model import Snapshot
-from engine.fleet.readmemo import ReadMemo
-from engine.fleet.snapshot import build_snapshot
 from engine.gcpause import collector_paused
 from engine.policy.policyset import PolicySet
 from engine.policy.reload import NoPolicySetError
@@ -61,7 +60,8 @@ from reconciler.adopt import ADOPTED, Adopter, Adoption, ref_of
 from reconciler.apply import Applier, Outcome, utc_now
 from reconciler.estimator import Asked, EstimatorClient
 from reconciler.informer import Key
-from reconciler.informers import Informers, source_of
+from reconciler.informers import Informers
+from reconciler.kept import KeptSnapshot, Placed
 from reconciler.passes import Attempt, PassSummary, Write, what_of
 from reconciler.resources import CLUSTER_RESOURCE_BINDINGS, RESOURCE_BINDINGS
 from reconciler.settings import ReconcilerSettings
@@ -75,8 +75,6 @@ ERROR_BACKOFF = (0.5, 30.0)  # seconds: first and largest wait after a failed pa
 SYNC_POLL = 0.5  # seconds between looks at whether every informer has listed
 NO_POLICIES_RETRY = 2.0  # seconds between looks for a policy set while none is live
 DEFAULTS = ReconcilerSettings()
-BINDING_SOURCES = frozenset(source_of(r) for r in (RESOURCE_BINDINGS, CLUSTER_RESOURCE_BINDINGS))
-Objects = list[tuple[str, Mapping[str, Any]]]
 
 
 class PolicySource(Protocol):
@@ -110,11 +108,13 @@ class Reconciler:
         self.applier = Applier(api_client, settings.mode, clock, settings.request_timeout)
         self.applier.gate = gate
         # a pass's writes go out on up to ``write_workers`` threads, a binding per thread
-        # (reconciler.writers); its snapshot re-reads only objects that changed (ReadMemo)
+        # (reconciler.writers)
         self.writers = WritePool(settings.write_workers)
         watches = len(getattr(self.informers, "informers", ()))
         widen_pool(api_client, pool_size(settings.write_workers, watches))
-        self.reads = ReadMemo()
+        # the snapshot, kept up to date with what the informers changed (reconciler.kept):
+        # a pass applies the changes heard since the last one, not every cached object
+        self.kept = KeptSnapshot(self.informers)
         self.settled = Settled()  # Pending decisions found written: not planned again
         self.cache = JobCache()
         self.adopter = Adopter()  # placed bindings the webhook never saw (reconciler.adopt)
@@ -170,7 +170,8 @@ class Reconciler:
         self._pass.release()
         return True
 
-    def _on_event(self, _resource: str, _key: Key, _obj: Mapping[str, Any] | None) -> None:
+    def _on_event(self, resource: str, key: Key, obj: Mapping[str, Any] | None) -> None:
+        self.kept.changes.heard(resource, key, obj)
         self._wake.set()  # every watched kind feeds the snapshot: each event says "look again"
 
     def _loop(self) -> None:
@@ -252,9 +253,11 @@ class Reconciler:
     def _snapshot(
         self, policies: PolicySet, now: dt.datetime
     ) -> tuple[list[Attempt], Snapshot, Asked]:
-        """The pass's snapshot: the adoptions written first, the estimators' answers in it."""
-        adopted, objects = self._adopt(self.informers.snapshot_objects(), policies, now)
-        snapshot = build_snapshot(objects, self.reads)
+        """The pass's snapshot: the informers' changes applied, the adoptions written first
+        (this pass sees each adopted binding as written), the estimators' answers in it."""
+        self.kept.update()
+        adopted, written = self._adopt(policies, now)
+        snapshot = self.kept.snapshot(written)
         asked = Asked()
         if self.estimator is not None:
             shapes = shapes_wanted(snapshot, policies, now, self.cache)
@@ -275,31 +278,27 @@ class Reconciler:
         writes = [self._enforce(d, version, planned.get(d.binding)) for d in send]
         self.settled.record(send, self._write_all(writes, summary), version)
 
-    def _adopt(
-        self, objects: Objects, policies: PolicySet, now: dt.datetime
-    ) -> tuple[list[Attempt], Objects]:
-        """Adopt what the webhook never saw (reconciler.adopt): the attempts, and the objects
-        with each adopted binding as written (this pass's view; the watch updates the cache)."""
-        bindings = (obj for source, obj in objects if source in BINDING_SOURCES)
-        found = self.adopter.find(bindings, policies, now)
+    def _adopt(self, policies: PolicySet, now: dt.datetime) -> tuple[list[Attempt], Placed]:
+        """Adopt what the webhook never saw (reconciler.adopt): the attempts, and each adopted
+        binding as written, by entry key (this pass's view; the watch updates the cache)."""
+        placed = self.kept.placed()
+        found = self.adopter.find((obj for _, (_, obj) in placed), policies, now)
         if not found:
-            return [], objects
-        written: dict[str, Mapping[str, Any]] = {}
+            return [], {}
+        where = {ref_of(obj): (key, source) for key, (source, obj) in placed}
+        written: Placed = {}
 
         def write(adoption: Adoption, binding: Mapping[str, Any]) -> Outcome:
             outcome, obj = self.applier.adopt(adoption, binding)
-            if outcome == Outcome.APPLIED:
-                written[adoption.binding] = obj
+            if outcome == Outcome.APPLIED and adoption.binding in where:
+                key, source = where[adoption.binding]
+                written[key] = (source, obj)
             return outcome
 
         attempts = self.writers.run(
             [partial(self._attempt, a.binding, ADOPTED, partial(write, a)) for a in found]
         )
-        if written:
-            objects = [
-                (s, written.get(ref_of(o), o) if s in BINDING_SOURCES else o) for s, o in objects
-            ]
-        return attempts, objects
+        return attempts, written
 
     def _transitions(
         self,

@@ -189,6 +189,11 @@ class LiveSnapshot:
             self._copies.setdefault(ident, {})[(key, index)] = (copy_source, item)
             self._stale_identities.add(ident)
 
+    def entry(self, key: Hashable) -> tuple[str, Any] | None:
+        """(source, object) of entry ``key``, None when there is none."""
+        found = self._entries.get(key)
+        return None if found is None else (found.source, found.obj)
+
     def delete(self, key: Hashable) -> None:
         """Entry ``key`` is gone (no error when it was never there)."""
         self._drop(key, self._entries.get(key))
