@@ -6,7 +6,9 @@ differences it found); ``KeptSnapshot.update`` applies what was heard since the 
 and one after an update that failed, reads every cache instead; so does every update over
 informers that only list their objects (a test's stand-in without ``keyed_objects``). It also
 keeps the bindings the Adopter looks at (managed ones placed without fleetgate's admission:
-``reconciler.adopt``), so a pass does not walk every binding for them.
+``reconciler.adopt``), so a pass does not walk every binding for them, and what the last pass
+read, so that a pass only events asked for runs no cycle when they changed nothing it reads
+(``nothing_new``).
 """
 
 from __future__ import annotations
@@ -39,6 +41,23 @@ class KeptSnapshot:
         self.changes = Changes()
         self._keyed = callable(getattr(informers, "keyed_objects", None))
         self._placed: Placed = {}
+        self._ran_on: tuple[Snapshot, Any] | None = None  # what the last clean pass read
+
+    def ran(self, snapshot: Snapshot | None, policies: Any, clean: bool) -> None:
+        """A pass read ``snapshot`` under ``policies`` and ended; ``clean``: it left nothing to
+        retry (no failed, conflicting or gone write, nothing adopted) and asked no estimator."""
+        self._ran_on = (snapshot, policies) if clean and snapshot is not None else None
+
+    def nothing_new(self, snapshot: Snapshot, policies: Any) -> bool:
+        """True when a pass now would decide and write what the last one did, given nothing
+        is dirty or adopted now (the caller's part): it reads the very snapshot and policy set
+        the last, clean, pass read (``LiveSnapshot`` gives the same object while nothing it
+        holds changed). The cycle and the plan are pure functions of (snapshot, policies, now,
+        their memos): only time differs, and what time alone changes is what the resync and
+        ``due`` passes are for, as when no event comes at all. So events that changed nothing
+        a pass reads count as no event: no pass, the last decisions stand."""
+        ran_on = self._ran_on
+        return ran_on is not None and ran_on[0] is snapshot and ran_on[1] is policies
 
     def update(self) -> None:
         """Apply what the informers changed since the last update."""

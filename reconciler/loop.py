@@ -12,12 +12,11 @@ answered, once a fresh read shows it unchanged). Writes never go into the caches
 brings them back. A pass run twice writes nothing the second time (UNCHANGED).
 
 Writes go out on a pool of threads (:mod:`reconciler.writers`), a binding per thread; the
-snapshot is kept up to date with what the informers changed since the last pass
-(:mod:`reconciler.kept`), not rebuilt; a Pending decision its
-binding already carries is not planned again (:mod:`reconciler.settled`). Adoption
-(:mod:`reconciler.adopt`) and the estimators (:mod:`reconciler.estimator`) feed the snapshot.
-``start()`` runs passes on a thread: after relevant informer events (debounced), every
-``resync`` seconds, and soon again while bindings are dirty.
+snapshot is kept from the informers' changes (:mod:`reconciler.kept`), not rebuilt; a Pending
+decision its binding already carries is not planned again (:mod:`reconciler.settled`).
+Adoption (:mod:`reconciler.adopt`) and the estimators (:mod:`reconciler.estimator`) feed the
+snapshot. ``start()`` runs passes on a thread: after informer events (debounced; no cycle when
+they changed nothing a pass reads), every ``resync`` seconds, and soon while bindings are dirty.
 
 Past 400 lines: a pass's steps share the reconciler's state; what stands alone is in those above.
 """
@@ -115,6 +114,8 @@ class Reconciler:
         # the snapshot, kept up to date with what the informers changed (reconciler.kept):
         # a pass applies the changes heard since the last one, not every cached object
         self.kept = KeptSnapshot(self.informers)
+        self._forced = False  # wake() asked for a pass: run it even when nothing changed
+        self.quiet_passes = 0  # passes events asked for that did not run: nothing changed
         self.settled = Settled()  # Pending decisions found written: not planned again
         self.cache = JobCache()
         self.adopter = Adopter()  # placed bindings the webhook never saw (reconciler.adopt)
@@ -160,7 +161,8 @@ class Reconciler:
         return self.informers.wait_synced(timeout)
 
     def wake(self) -> None:
-        """Run a pass soon (e.g. this replica just became the leader)."""
+        """Run a pass soon (e.g. this replica just became the leader), even a quiet one."""
+        self._forced = True
         self._wake.set()
 
     def idle(self, timeout: float) -> bool:
@@ -189,17 +191,21 @@ class Reconciler:
                 wait = min(wait, DIRTY_RETRY)
             if self.due is not None:  # a backoff, exclusion, startup timeout or grace ends
                 wait = min(wait, max(0.0, (self.due - self.clock()).total_seconds()))
-            if self._wake.wait(wait) and not self._stopping.is_set():
+            woken = self._wake.wait(wait)
+            if woken and not self._stopping.is_set():
                 self._stopping.wait(self.debounce)  # let a burst of events settle
             self._wake.clear()
             if self._stopping.is_set():
                 return
+            quiet, self._forced = woken and not self._forced, False  # only events woke it
+            quiet = quiet and (self.due is None or self.clock() < self.due)
             if time.monotonic() >= next_resync:
-                next_resync = time.monotonic() + self.resync
+                next_resync, quiet = time.monotonic() + self.resync, False
             if self.gate is not None and not self.gate():
+                self.kept.ran(None, None, False)
                 continue  # a follower: caches warm, no pass (wake() when it leads)
             try:
-                self.run_once()
+                self.run_once(quiet=quiet)
                 failures = 0
                 unloaded = False
             except NoPolicySetError:  # the files never loaded and no last good set: look again
@@ -216,8 +222,11 @@ class Reconciler:
 
     # -- one pass ----------------------------------------------------------------------------
 
-    def run_once(self, now: dt.datetime | None = None) -> PassSummary:
-        """One level-triggered pass at ``now`` (default: the clock):
+    def run_once(
+        self, now: dt.datetime | None = None, *, quiet: bool = False
+    ) -> PassSummary | None:
+        """One level-triggered pass at ``now`` (default: the clock); ``quiet`` (events alone
+        asked for it): None after step 1 when nothing it reads changed (``kept.nothing_new``):
 
         1. snapshot — the informers' objects (placed bindings the webhook never saw adopted
            first: ``reconciler.adopt``), and the estimators' answers for the pending shapes;
@@ -233,6 +242,9 @@ class Reconciler:
             moment = now if now is not None else self.clock()
             policies = self.policies.current
             adopted, snapshot, asked = self._snapshot(policies, moment)  # 1.
+            if quiet and not (adopted or self.dirty) and self.kept.nothing_new(snapshot, policies):
+                self.quiet_passes += 1
+                return None
             with collector_paused():
                 result = run_cycle(snapshot, policies, moment, self.cache)  # 2.
             todo = plan_pass(snapshot, policies, result, moment, self._cached)  # 3.
@@ -244,6 +256,8 @@ class Reconciler:
                 self._count(attempt, summary)
             self._send(todo, result.policy_version, summary)  # 4.
             summary.seconds = time.perf_counter() - started
+            clean = not (summary.errors or summary.conflicts or summary.gone or adopted)
+            self.kept.ran(snapshot, policies, clean and self.estimator is None)
             self.passes += 1
             self.last = summary
             self._notify(result, summary)  # 5.
@@ -373,17 +387,6 @@ class Reconciler:
         for attempt in attempts:
             self._count(attempt, summary)
         return attempts
-
-    def _write(
-        self,
-        ref: str,
-        what: str,
-        write: Callable[[Mapping[str, Any]], Outcome],
-        summary: PassSummary,
-    ) -> Outcome | None:
-        """``write`` on the cached binding ``ref`` when it is managed and not stale; the
-        outcome counted in ``summary`` (None: skipped, or failed)."""
-        return self._count(self._attempt(ref, what, write), summary)
 
     def _attempt(
         self, ref: str, what: str, write: Callable[[Mapping[str, Any]], Outcome]

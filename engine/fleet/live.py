@@ -16,7 +16,9 @@ parts it touches:
    recomputed when one of its bindings, or the object at its key, changes.
 
 ``snapshot()`` assembles the parts; a part that did not change is the same value as last time
-(its sorted order is kept as changes arrive). The result equals ``build_snapshot`` of the same
+(its sorted order is kept as changes arrive), and an object read again that gives what it gave
+before (a change in a field no reader reads) changes no part: with nothing else changed, the
+snapshot is the very object of last time. The result equals ``build_snapshot`` of the same
 entries' objects, whatever changed in between (``tests/fleet/test_live_snapshot.py`` checks it
 against rebuilds after random sequences of changes). Pure: no I/O, no clock, no threads; one
 caller at a time.
@@ -76,6 +78,7 @@ class _Kept:
     """The copy kept of one identity, what it gave, and the issues of the others."""
 
     copy: Copy
+    version: str  # the copy's resourceVersion when it was read
     read: ObjectRead
     duplicates: tuple[SnapshotIssue, ...]
 
@@ -266,15 +269,30 @@ class LiveSnapshot:
         )
         chosen = ranked[0]
         duplicates = tuple(duplicate_issue(chosen, other) for other in ranked[1:])
-        if old is not None and old.copy[0] == chosen[0] and old.copy[1] is chosen[1]:
+        version = _version(chosen[1])
+        if (
+            old is not None
+            and old.copy[1] is chosen[1]
+            and (old.copy[0], old.version)
+            == (
+                chosen[0],
+                version,
+            )
+        ):
             if old.duplicates != duplicates:
                 self._replace_issues(old.duplicates, duplicates)
-                self._kept[ident] = _Kept(old.copy, old.read, duplicates)
+                self._kept[ident] = _Kept(old.copy, version, old.read, duplicates)
+            return
+        self.reads += 1
+        found = read_object(*chosen)
+        if old is not None and old.read == found and old.duplicates == duplicates:
+            # nothing the snapshot holds changed (a field no reader reads): every part stays
+            # the very value it was, so an unchanged snapshot is the same object
+            self._kept[ident] = _Kept(chosen, version, old.read, duplicates)
             return
         if old is not None:
             self._unapply(ident, old)
-        self.reads += 1
-        kept = _Kept(chosen, read_object(*chosen), duplicates)
+        kept = _Kept(chosen, version, found, duplicates)
         self._kept[ident] = kept
         self._apply(ident, kept)
 

@@ -238,3 +238,17 @@ def test_sync_applies_a_whole_new_set() -> None:
     world.delete(("watch:jobs", "research", NAMES[0]))
     live.sync((key, key[0], obj) for key, obj in sorted(world.caches.items()))
     assert live.snapshot() == build_snapshot(world.pairs()) and len(live) == len(world.caches)
+
+
+def test_a_change_no_reader_reads_leaves_the_snapshot_the_same_object() -> None:
+    world = World()
+    job = pytorch_job("a", workers=2)
+    world.put(("watch:jobs", "research", "a"), world.stamp(copy.deepcopy(job)))
+    world.put(("watch:rb", "research", "a"), world.stamp(binding_for(job)))
+    first = world.live.snapshot()
+    for key in (("watch:jobs", "research", "a"), ("watch:rb", "research", "a")):
+        changed = copy.deepcopy(world.caches[key])
+        changed["metadata"]["managedFields"] = [{"manager": "kubectl"}]
+        world.put(key, world.stamp(changed))
+        assert world.live.snapshot() is first
+    assert first == build_snapshot(world.pairs())
