@@ -42,7 +42,8 @@ class Changes:
     """What the informers changed since the last ``take``: each object's newest state, or None
     when it was deleted (a relist is heard as the differences it found). Until the first take,
     and after ``resync``, the taker must read every cache instead. Thread-safe: the informers
-    tell it on their threads, a pass takes it on its own."""
+    tell it (``heard``, an informer's recorder: as their caches change, so a take after a
+    cache holds an object includes it) on their threads, a pass takes it on its own."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -93,6 +94,11 @@ class Informers:
     def add_listener(self, listener: Listener) -> None:
         for informer in self.informers.values():
             informer.add_listener(listener)
+
+    def add_recorder(self, recorder: Listener) -> None:
+        """``Informer.add_recorder`` on each: told of every change as the cache changes."""
+        for informer in self.informers.values():
+            informer.add_recorder(recorder)
 
     def start(self) -> Informers:
         for informer in self.informers.values():

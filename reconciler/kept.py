@@ -1,10 +1,10 @@
 """The snapshot a reconciler pass reads, kept up to date with what its informers changed.
 
 Every informer tells :class:`Changes` each object it added, replaced or deleted (a relist: the
-differences it found); ``KeptSnapshot.update`` applies what was heard since the last pass to an
-``engine.fleet.live.LiveSnapshot``, which reads only those objects again. The first update,
-and one after an update that failed, reads every cache instead; so does every update over
-informers that only list their objects (a test's stand-in without ``keyed_objects``). It also
+differences it found), as its cache changes; ``KeptSnapshot.update`` applies what was heard
+since the last pass to an ``engine.fleet.live.LiveSnapshot``, which reads only those objects
+again. The first update, and one after an update that failed, reads every cache instead; so
+does every update over informers that only list their objects (a test's stand-in). It also
 keeps the bindings the Adopter looks at (managed ones placed without fleetgate's admission:
 ``reconciler.adopt``), so a pass does not walk every binding for them, and what the last pass
 read, so that a pass only events asked for runs no cycle when they changed nothing it reads
@@ -39,13 +39,18 @@ class KeptSnapshot:
         self.informers = informers
         self.live = LiveSnapshot()
         self.changes = Changes()
-        self._keyed = callable(getattr(informers, "keyed_objects", None))
+        self._keyed = all(
+            callable(getattr(informers, name, None)) for name in ("keyed_objects", "add_recorder")
+        )
+        if self._keyed:
+            informers.add_recorder(self.changes.heard)  # type: ignore[attr-defined]
         self._placed: Placed = {}
         self._ran_on: tuple[Snapshot, Any] | None = None  # what the last clean pass read
 
     def ran(self, snapshot: Snapshot | None, policies: Any, clean: bool) -> None:
         """A pass read ``snapshot`` under ``policies`` and ended; ``clean``: it left nothing to
-        retry (no failed, conflicting or gone write, nothing adopted) and asked no estimator."""
+        retry (no failed, conflicting or gone write, none held back for want of the lease,
+        nothing adopted) and asked no estimator."""
         self._ran_on = (snapshot, policies) if clean and snapshot is not None else None
 
     def nothing_new(self, snapshot: Snapshot, policies: Any) -> bool:

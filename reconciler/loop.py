@@ -172,8 +172,7 @@ class Reconciler:
         self._pass.release()
         return True
 
-    def _on_event(self, resource: str, key: Key, obj: Mapping[str, Any] | None) -> None:
-        self.kept.changes.heard(resource, key, obj)
+    def _on_event(self, _resource: str, _key: Key, _obj: Mapping[str, Any] | None) -> None:
         self._wake.set()  # every watched kind feeds the snapshot: each event says "look again"
 
     def _loop(self) -> None:
@@ -202,7 +201,6 @@ class Reconciler:
             if time.monotonic() >= next_resync:
                 next_resync, quiet = time.monotonic() + self.resync, False
             if self.gate is not None and not self.gate():
-                self.kept.ran(None, None, False)
                 continue  # a follower: caches warm, no pass (wake() when it leads)
             try:
                 self.run_once(quiet=quiet)
@@ -256,7 +254,8 @@ class Reconciler:
                 self._count(attempt, summary)
             self._send(todo, result.policy_version, summary)  # 4.
             summary.seconds = time.perf_counter() - started
-            clean = not (summary.errors or summary.conflicts or summary.gone or adopted)
+            led = self.gate is None or self.gate()  # no write held back for want of the lease
+            clean = led and not (summary.errors or summary.conflicts or summary.gone or adopted)
             self.kept.ran(snapshot, policies, clean and self.estimator is None)
             self.passes += 1
             self.last = summary

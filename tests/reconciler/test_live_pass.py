@@ -226,3 +226,35 @@ def test_a_pass_events_alone_ask_for_runs_no_cycle_when_they_changed_nothing_it_
     rec.dirty.clear()  # even with nothing marked dirty
     assert rec.run_once(NOW, quiet=True) is not None
     assert rec.run_once(NOW, quiet=True) is None and rec.quiet_passes == 2
+    # a pass that ended without the lease held its writes back: the next quiet one runs
+    leading = False
+    rec.gate = lambda: leading
+    rec.run_once(NOW)
+    leading = True
+    assert rec.run_once(NOW, quiet=True) is not None
+    assert rec.run_once(NOW, quiet=True) is None and rec.quiet_passes == 3
+
+
+def test_a_recorder_hears_each_change_as_the_cache_makes_it() -> None:
+    """What the cache holds, a recorder has heard of (it is told under the cache's lock); a
+    relist is heard as its differences, as the listeners hear it."""
+    feed = Feed()
+    informer = feed.informers[RB]
+    heard: list[tuple[Any, bool]] = []
+    told: list[tuple[Any, bool]] = []
+
+    def recorder(_resource: str, key: Any, obj: Any) -> None:
+        assert not informer._lock.acquire(blocking=False)  # told with the lock held
+        heard.append((key, obj is not None))
+
+    informer.add_recorder(recorder)
+    informer.add_listener(lambda _r, key, obj: told.append((key, obj is not None)))
+    a, b = (binding_for(pytorch_job(n)) for n in ("a", "b"))
+    feed.list_all([a, b])
+    feed.event("DELETED", copy.deepcopy(a))
+    feed.event("ADDED", copy.deepcopy(a))
+    relisted = {key_of(a): feed.stamp(copy.deepcopy(a))}  # a changed, b gone
+    informer._replace(relisted, str(feed.version))
+    a_key, b_key = key_of(a), key_of(b)
+    assert heard == told
+    assert heard[2:] == [(a_key, False), (a_key, True), (a_key, True), (b_key, False)]
