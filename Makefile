@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo manifests dashboard-screenshots dry-run-demo bench-e2e bench-dashboard lint bench bench-cel bench-instructions bench-webhook bench-sandbox bench-snapshot bench-simulate soak chaos mutate clean
+.PHONY: test demo manifests dashboard-screenshots dry-run-demo bench-e2e bench-dashboard lint bench bench-cel bench-instructions bench-webhook bench-sandbox bench-snapshot bench-pass bench-simulate soak chaos mutate clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -85,6 +85,11 @@ bench-dashboard: $(STAMP)
 # Reading a ~45 MiB snapshot (29,000 objects, one List) with libyaml's parser and PyYAML's.
 bench-snapshot: $(STAMP)
 	$(BIN)/python benchmarks/snapshot_load.py --objects 29000
+
+# One reconciler pass on a settled 20,000-object fleet after one binding changed (no API server):
+# the pass and its stages (snapshot, cycle, plan, writes), median and max of 20.
+bench-pass: $(STAMP)
+	$(BIN)/python benchmarks/reconciler_pass.py --objects 20000 --passes 20
 
 # fleetgate simulate's loop on a generated trace: SIM_JOBS jobs on 10 clusters of 104 GPUs, one
 # cycle at most every SIM_INTERVAL simulated seconds; prints wall time, jobs/s, peak RSS.

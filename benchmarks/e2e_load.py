@@ -199,7 +199,7 @@ class Stages:
 
 
 def instrument(rec: Reconciler, stages: Stages, profile: cProfile.Profile | None) -> None:
-    reconciler_loop.build_snapshot = stages.wrap("snapshot", reconciler_loop.build_snapshot)
+    rec._snapshot = stages.wrap("snapshot", rec._snapshot)  # type: ignore[method-assign]
     reconciler_loop.run_cycle = stages.wrap("cycle", reconciler_loop.run_cycle)
     lifecycle.review = stages.wrap("lifecycle", lifecycle.review)
     rec.applier.apply = stages.wrap("writes", rec.applier.apply)  # type: ignore[method-assign]

@@ -56,7 +56,7 @@ class Adopter:
     ) -> list[Adoption]:
         found: list[Adoption] = []
         for obj in bindings:
-            if not _unadmitted_and_placed(obj):
+            if not unadmitted_and_placed(obj):
                 continue
             ref, seen = ref_of(obj), (_version(obj), policies.version)
             if self._out_of_scope.get(ref) == seen:
@@ -118,7 +118,7 @@ def merge_patch(operations: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     return patch
 
 
-def _unadmitted_and_placed(obj: Mapping[str, Any]) -> bool:
+def unadmitted_and_placed(obj: Mapping[str, Any]) -> bool:
     meta = obj.get("metadata") or {}
     labels, notes = meta.get("labels") or {}, meta.get("annotations") or {}
     return (

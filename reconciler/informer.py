@@ -106,6 +106,7 @@ class Informer:
         self._lock = threading.Lock()
         self._cache: dict[Key, Mapping[str, Any]] = {}
         self._listeners: list[Listener] = []
+        self._recorders: list[Listener] = []
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
         self._watch: watch.Watch | None = None
@@ -122,6 +123,13 @@ class Informer:
 
     def add_listener(self, listener: Listener) -> None:
         self._listeners.append(listener)
+
+    def add_recorder(self, recorder: Listener) -> None:
+        """Like a listener, but called with the cache's lock held, as the cache changes: once
+        the cache holds an object, every recorder has heard of it (the reconciler's record of
+        what changed since its last pass, ``reconciler.informers.Changes``). It must be quick
+        and must not call back into the informer."""
+        self._recorders.append(recorder)
 
     def start(self) -> Informer:
         if self._thread is not None:
@@ -250,13 +258,17 @@ class Informer:
             old, self._cache = self._cache, items
             self.resource_version = resource_version
             self.lists += 1
+            changed: list[tuple[Key, Mapping[str, Any] | None]] = []
+            for key, obj in items.items():
+                before = old.pop(key, None)
+                if before is None or _version(before) != _version(obj):
+                    changed.append((key, obj))
+            changed += [(key, None) for key in old]
+            for key, obj in changed:
+                self._record(key, obj)
         self._answered()
-        for key, obj in items.items():
-            before = old.pop(key, None)
-            if before is None or _version(before) != _version(obj):
-                self._notify(key, obj)
-        for key in old:
-            self._notify(key, None)
+        for key, obj in changed:
+            self._notify(key, obj)
         self.synced.set()  # after the listeners heard the first list, as client-go's HasSynced
 
     def _check_resume_point(self) -> None:
@@ -322,8 +334,17 @@ class Informer:
             else:
                 raise ValueError(f"unknown watch event type {kind!r}")
             self.resource_version = version or self.resource_version
+            self._record(key, None if kind == "DELETED" else obj)
         self._answered()
         self._notify(key, None if kind == "DELETED" else obj)
+
+    def _record(self, key: Key, obj: Mapping[str, Any] | None) -> None:
+        """Tell the recorders (under the cache's lock)."""
+        for recorder in self._recorders:
+            try:
+                recorder(self.resource.key, key, obj)
+            except Exception:  # a recorder's bug must not stop the informer
+                log.exception("%s: a recorder failed on %s", self.resource.key, key)
 
     def _notify(self, key: Key, obj: Mapping[str, Any] | None) -> None:
         for listener in list(self._listeners):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import threading
 import time
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -12,10 +13,12 @@ from kubernetes.client import ApiClient
 from engine.fleet.model import NAME_LABEL
 from engine.fleet.namespaces import read_namespace
 from engine.workloads.model import DemandError
-from reconciler.informer import Informer, Listener
+from reconciler.informer import Informer, Key, Listener
 from reconciler.resources import Resource, default_resources
 
 SOURCE_PREFIX = "watch:"
+# An object's place in the informers' caches: (its source, namespace or "", name)
+EntryKey = tuple[str, str, str]
 
 
 def namespace_labels(namespaces: Informer, name: str) -> Mapping[str, str] | None:
@@ -33,6 +36,36 @@ def namespace_labels(namespaces: Informer, name: str) -> Mapping[str, str] | Non
 def source_of(resource: Resource) -> str:
     """The source an object of ``resource`` carries in the snapshot (named in its issues)."""
     return SOURCE_PREFIX + resource.key
+
+
+class Changes:
+    """What the informers changed since the last ``take``: each object's newest state, or None
+    when it was deleted (a relist is heard as the differences it found). Until the first take,
+    and after ``resync``, the taker must read every cache instead. Thread-safe: the informers
+    tell it (``heard``, an informer's recorder: as their caches change, so a take after a
+    cache holds an object includes it) on their threads, a pass takes it on its own."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pending: dict[EntryKey, Mapping[str, Any] | None] = {}
+        self._everything = True
+
+    def heard(self, resource: str, key: Key, obj: Mapping[str, Any] | None) -> None:
+        """An informer's listener: ``obj`` (None: deleted) in the cache of ``resource``."""
+        with self._lock:
+            self._pending[(SOURCE_PREFIX + resource, *key)] = obj
+
+    def resync(self) -> None:
+        """The next taker reads every cache (e.g. applying the last changes failed)."""
+        with self._lock:
+            self._everything = True
+
+    def take(self) -> tuple[bool, dict[EntryKey, Mapping[str, Any] | None]]:
+        """(read every cache, the changes heard since the last take)."""
+        with self._lock:
+            taken = self._everything, self._pending
+            self._everything, self._pending = False, {}
+            return taken
 
 
 class Informers:
@@ -61,6 +94,11 @@ class Informers:
     def add_listener(self, listener: Listener) -> None:
         for informer in self.informers.values():
             informer.add_listener(listener)
+
+    def add_recorder(self, recorder: Listener) -> None:
+        """``Informer.add_recorder`` on each: told of every change as the cache changes."""
+        for informer in self.informers.values():
+            informer.add_recorder(recorder)
 
     def start(self) -> Informers:
         for informer in self.informers.values():
@@ -91,3 +129,13 @@ class Informers:
             for informer in self.informers.values()
             for _, obj in sorted(informer.snapshot_items().items())
         ]
+
+    def keyed_objects(self) -> list[tuple[EntryKey, str, Mapping[str, Any]]]:
+        """``(entry key, source, object)`` of every cache: what ``Changes`` names by key."""
+        found = []
+        for informer in self.informers.values():
+            source = source_of(informer.resource)
+            found += [
+                ((source, *key), source, obj) for key, obj in informer.snapshot_items().items()
+            ]
+        return found

@@ -11,12 +11,12 @@ once the watch brought its new version (or, when the cache still holds the versi
 answered, once a fresh read shows it unchanged). Writes never go into the caches: the watch
 brings them back. A pass run twice writes nothing the second time (UNCHANGED).
 
-Writes go out on a pool of threads (:mod:`reconciler.writers`), a binding per thread; only
-objects replaced since the last pass are parsed (:class:`ReadMemo`); a Pending decision its
-binding already carries is not planned again (:mod:`reconciler.settled`). Adoption
-(:mod:`reconciler.adopt`) and the estimators (:mod:`reconciler.estimator`) feed the snapshot.
-``start()`` runs passes on a thread: after relevant informer events (debounced), every
-``resync`` seconds, and soon again while bindings are dirty.
+Writes go out on a pool of threads (:mod:`reconciler.writers`), a binding per thread; the
+snapshot is kept from the informers' changes (:mod:`reconciler.kept`), not rebuilt; a Pending
+decision its binding already carries is not planned again (:mod:`reconciler.settled`).
+Adoption (:mod:`reconciler.adopt`) and the estimators (:mod:`reconciler.estimator`) feed the
+snapshot. ``start()`` runs passes on a thread: after informer events (debounced; no cycle when
+they changed nothing a pass reads), every ``resync`` seconds, and soon while bindings are dirty.
 
 Past 400 lines: a pass's steps share the reconciler's state; what stands alone is in those above.
 """
@@ -52,8 +52,6 @@ from engine.enforce import (
 )
 from engine.errors import FleetgateError
 from engine.fleet.model import Snapshot
-from engine.fleet.readmemo import ReadMemo
-from engine.fleet.snapshot import build_snapshot
 from engine.gcpause import collector_paused
 from engine.policy.policyset import PolicySet
 from engine.policy.reload import NoPolicySetError
@@ -61,7 +59,8 @@ from reconciler.adopt import ADOPTED, Adopter, Adoption, ref_of
 from reconciler.apply import Applier, Outcome, utc_now
 from reconciler.estimator import Asked, EstimatorClient
 from reconciler.informer import Key
-from reconciler.informers import Informers, source_of
+from reconciler.informers import Informers
+from reconciler.kept import KeptSnapshot, Placed
 from reconciler.passes import Attempt, PassSummary, Write, what_of
 from reconciler.resources import CLUSTER_RESOURCE_BINDINGS, RESOURCE_BINDINGS
 from reconciler.settings import ReconcilerSettings
@@ -75,8 +74,6 @@ ERROR_BACKOFF = (0.5, 30.0)  # seconds: first and largest wait after a failed pa
 SYNC_POLL = 0.5  # seconds between looks at whether every informer has listed
 NO_POLICIES_RETRY = 2.0  # seconds between looks for a policy set while none is live
 DEFAULTS = ReconcilerSettings()
-BINDING_SOURCES = frozenset(source_of(r) for r in (RESOURCE_BINDINGS, CLUSTER_RESOURCE_BINDINGS))
-Objects = list[tuple[str, Mapping[str, Any]]]
 
 
 class PolicySource(Protocol):
@@ -110,11 +107,15 @@ class Reconciler:
         self.applier = Applier(api_client, settings.mode, clock, settings.request_timeout)
         self.applier.gate = gate
         # a pass's writes go out on up to ``write_workers`` threads, a binding per thread
-        # (reconciler.writers); its snapshot re-reads only objects that changed (ReadMemo)
+        # (reconciler.writers)
         self.writers = WritePool(settings.write_workers)
         watches = len(getattr(self.informers, "informers", ()))
         widen_pool(api_client, pool_size(settings.write_workers, watches))
-        self.reads = ReadMemo()
+        # the snapshot, kept up to date with what the informers changed (reconciler.kept):
+        # a pass applies the changes heard since the last one, not every cached object
+        self.kept = KeptSnapshot(self.informers)
+        self._forced = False  # wake() asked for a pass: run it even when nothing changed
+        self.quiet_passes = 0  # passes events asked for that did not run: nothing changed
         self.settled = Settled()  # Pending decisions found written: not planned again
         self.cache = JobCache()
         self.adopter = Adopter()  # placed bindings the webhook never saw (reconciler.adopt)
@@ -160,7 +161,8 @@ class Reconciler:
         return self.informers.wait_synced(timeout)
 
     def wake(self) -> None:
-        """Run a pass soon (e.g. this replica just became the leader)."""
+        """Run a pass soon (e.g. this replica just became the leader), even a quiet one."""
+        self._forced = True
         self._wake.set()
 
     def idle(self, timeout: float) -> bool:
@@ -188,17 +190,20 @@ class Reconciler:
                 wait = min(wait, DIRTY_RETRY)
             if self.due is not None:  # a backoff, exclusion, startup timeout or grace ends
                 wait = min(wait, max(0.0, (self.due - self.clock()).total_seconds()))
-            if self._wake.wait(wait) and not self._stopping.is_set():
+            woken = self._wake.wait(wait)
+            if woken and not self._stopping.is_set():
                 self._stopping.wait(self.debounce)  # let a burst of events settle
             self._wake.clear()
             if self._stopping.is_set():
                 return
+            quiet, self._forced = woken and not self._forced, False  # only events woke it
+            quiet = quiet and (self.due is None or self.clock() < self.due)
             if time.monotonic() >= next_resync:
-                next_resync = time.monotonic() + self.resync
+                next_resync, quiet = time.monotonic() + self.resync, False
             if self.gate is not None and not self.gate():
                 continue  # a follower: caches warm, no pass (wake() when it leads)
             try:
-                self.run_once()
+                self.run_once(quiet=quiet)
                 failures = 0
                 unloaded = False
             except NoPolicySetError:  # the files never loaded and no last good set: look again
@@ -215,8 +220,11 @@ class Reconciler:
 
     # -- one pass ----------------------------------------------------------------------------
 
-    def run_once(self, now: dt.datetime | None = None) -> PassSummary:
-        """One level-triggered pass at ``now`` (default: the clock):
+    def run_once(
+        self, now: dt.datetime | None = None, *, quiet: bool = False
+    ) -> PassSummary | None:
+        """One level-triggered pass at ``now`` (default: the clock); ``quiet`` (events alone
+        asked for it): None after step 1 when nothing it reads changed (``kept.nothing_new``):
 
         1. snapshot — the informers' objects (placed bindings the webhook never saw adopted
            first: ``reconciler.adopt``), and the estimators' answers for the pending shapes;
@@ -232,6 +240,9 @@ class Reconciler:
             moment = now if now is not None else self.clock()
             policies = self.policies.current
             adopted, snapshot, asked = self._snapshot(policies, moment)  # 1.
+            if quiet and not (adopted or self.dirty) and self.kept.nothing_new(snapshot, policies):
+                self.quiet_passes += 1
+                return None
             with collector_paused():
                 result = run_cycle(snapshot, policies, moment, self.cache)  # 2.
             todo = plan_pass(snapshot, policies, result, moment, self._cached)  # 3.
@@ -243,6 +254,9 @@ class Reconciler:
                 self._count(attempt, summary)
             self._send(todo, result.policy_version, summary)  # 4.
             summary.seconds = time.perf_counter() - started
+            led = self.gate is None or self.gate()  # no write held back for want of the lease
+            clean = led and not (summary.errors or summary.conflicts or summary.gone or adopted)
+            self.kept.ran(snapshot, policies, clean and self.estimator is None)
             self.passes += 1
             self.last = summary
             self._notify(result, summary)  # 5.
@@ -252,9 +266,11 @@ class Reconciler:
     def _snapshot(
         self, policies: PolicySet, now: dt.datetime
     ) -> tuple[list[Attempt], Snapshot, Asked]:
-        """The pass's snapshot: the adoptions written first, the estimators' answers in it."""
-        adopted, objects = self._adopt(self.informers.snapshot_objects(), policies, now)
-        snapshot = build_snapshot(objects, self.reads)
+        """The pass's snapshot: the informers' changes applied, the adoptions written first
+        (this pass sees each adopted binding as written), the estimators' answers in it."""
+        self.kept.update()
+        adopted, written = self._adopt(policies, now)
+        snapshot = self.kept.snapshot(written)
         asked = Asked()
         if self.estimator is not None:
             shapes = shapes_wanted(snapshot, policies, now, self.cache)
@@ -275,31 +291,27 @@ class Reconciler:
         writes = [self._enforce(d, version, planned.get(d.binding)) for d in send]
         self.settled.record(send, self._write_all(writes, summary), version)
 
-    def _adopt(
-        self, objects: Objects, policies: PolicySet, now: dt.datetime
-    ) -> tuple[list[Attempt], Objects]:
-        """Adopt what the webhook never saw (reconciler.adopt): the attempts, and the objects
-        with each adopted binding as written (this pass's view; the watch updates the cache)."""
-        bindings = (obj for source, obj in objects if source in BINDING_SOURCES)
-        found = self.adopter.find(bindings, policies, now)
+    def _adopt(self, policies: PolicySet, now: dt.datetime) -> tuple[list[Attempt], Placed]:
+        """Adopt what the webhook never saw (reconciler.adopt): the attempts, and each adopted
+        binding as written, by entry key (this pass's view; the watch updates the cache)."""
+        placed = self.kept.placed()
+        found = self.adopter.find((obj for _, (_, obj) in placed), policies, now)
         if not found:
-            return [], objects
-        written: dict[str, Mapping[str, Any]] = {}
+            return [], {}
+        where = {ref_of(obj): (key, source) for key, (source, obj) in placed}
+        written: Placed = {}
 
         def write(adoption: Adoption, binding: Mapping[str, Any]) -> Outcome:
             outcome, obj = self.applier.adopt(adoption, binding)
-            if outcome == Outcome.APPLIED:
-                written[adoption.binding] = obj
+            if outcome == Outcome.APPLIED and adoption.binding in where:
+                key, source = where[adoption.binding]
+                written[key] = (source, obj)
             return outcome
 
         attempts = self.writers.run(
             [partial(self._attempt, a.binding, ADOPTED, partial(write, a)) for a in found]
         )
-        if written:
-            objects = [
-                (s, written.get(ref_of(o), o) if s in BINDING_SOURCES else o) for s, o in objects
-            ]
-        return attempts, objects
+        return attempts, written
 
     def _transitions(
         self,
@@ -374,17 +386,6 @@ class Reconciler:
         for attempt in attempts:
             self._count(attempt, summary)
         return attempts
-
-    def _write(
-        self,
-        ref: str,
-        what: str,
-        write: Callable[[Mapping[str, Any]], Outcome],
-        summary: PassSummary,
-    ) -> Outcome | None:
-        """``write`` on the cached binding ``ref`` when it is managed and not stale; the
-        outcome counted in ``summary`` (None: skipped, or failed)."""
-        return self._count(self._attempt(ref, what, write), summary)
 
     def _attempt(
         self, ref: str, what: str, write: Callable[[Mapping[str, Any]], Outcome]

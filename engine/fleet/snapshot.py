@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from engine.errors import not_an_object, value_type
@@ -17,7 +18,14 @@ from engine.fleet.clusters import read_cluster
 from engine.fleet.demand import binding_demand
 from engine.fleet.fields import Metadata
 from engine.fleet.frozen import FrozenDict
-from engine.fleet.model import IssueCode, ObjectKey, Snapshot, SnapshotIssue
+from engine.fleet.model import (
+    BindingView,
+    IssueCode,
+    ObjectKey,
+    PropagationView,
+    Snapshot,
+    SnapshotIssue,
+)
 from engine.fleet.namespaces import read_namespace
 from engine.fleet.priority import read_priority_class
 from engine.fleet.propagation import PERMANENT_ID_LABELS, read_policy
@@ -38,11 +46,28 @@ FLEET_READERS: dict[tuple[str, str], Callable[[Mapping[str, Any]], Any]] = {
 }
 
 
+@dataclass(frozen=True, slots=True)
+class ObjectRead:
+    """What one (deduplicated) object gives the snapshot: a fleet view or a job's Workload
+    (``value``), an object no reader reads (``other``: a template a binding may need), a
+    reader's error (``broken``: bindings of it get no demand from the binding itself), or a
+    HyperJob's group size; with the issues it raised."""
+
+    group_kind: tuple[str, str]
+    ref: ObjectKey
+    value: Any = None
+    other: Mapping[str, Any] | None = None
+    broken: bool = False
+    hyperjob: HyperJob | None = None
+    issues: tuple[SnapshotIssue, ...] = ()
+
+
 def build_snapshot(
     objects: Iterable[tuple[str, Mapping[str, Any]]], memo: ReadMemo | None = None
 ) -> Snapshot:
     """The snapshot of ``objects``; with ``memo`` (kept between builds), objects read by an
-    earlier build are not parsed again (``engine.fleet.readmemo``): the same result."""
+    earlier build are not parsed again (``engine.fleet.readmemo``): the same result.
+    ``engine.fleet.live.LiveSnapshot`` keeps the same result up to date from changes."""
     issues: list[SnapshotIssue] = []
     chosen = _deduplicate(flatten_lists(objects, issues), issues)
     read: dict[tuple[str, str], list[Any]] = {key: [] for key in FLEET_READERS}
@@ -51,88 +76,134 @@ def build_snapshot(
     others: dict[ObjectKey, Mapping[str, Any]] = {}
     hyperjobs: dict[tuple[str, str], HyperJob] = {}
     for source, obj in chosen:
-        group_kind = (_group(obj), str(obj.get("kind", "")))
-        reader = FLEET_READERS.get(group_kind) or reader_for(obj)
-        if reader is None and is_hyperjob(obj):
-            _read_hyperjob(source, obj, hyperjobs, issues)
-            continue
-        if reader is None:
-            others[_ref_key(obj)] = obj
-            continue
-        try:
-            value = reader(obj) if memo is None else memo.read(reader, obj)
-        except DemandError as err:
-            issues.append(SnapshotIssue(source, describe(obj), err.path, err.message))
-            broken.add(_ref_key(obj))
-            continue
-        if isinstance(value, Workload):
-            workloads[_ref_key(obj)] = value
-        else:
-            read[group_kind].append(value)
-    bindings = [b for kind in BINDING_KINDS for b in read[("work.karmada.io", kind)]]
+        found = read_object(source, obj, memo)
+        issues += found.issues
+        if found.hyperjob is not None:
+            hyperjobs[(found.hyperjob.namespace, found.hyperjob.name)] = found.hyperjob
+        elif found.other is not None:
+            others[found.ref] = found.other
+        elif found.broken:
+            broken.add(found.ref)
+        elif isinstance(found.value, Workload):
+            workloads[found.ref] = found.value
+        elif found.value is not None:
+            read[found.group_kind].append(found.value)
+    bindings = sorted(
+        (b for kind in BINDING_KINDS for b in read[("work.karmada.io", kind)]), key=binding_order
+    )
+    claims: dict[ObjectKey, list[BindingView]] = {}
     for binding in bindings:
-        key = binding.resource.key
+        claims.setdefault(binding.resource.key, []).append(binding)
+    for key, claimants in claims.items():
         if key in workloads or key in broken:
             continue  # a broken template already has its issue
-        template = others.get(key)
-        demand = binding_demand(binding, _metadata(template))
-        if demand is None:
-            where = (
-                "the template's kind has no reader"
-                if template
-                else "the template is not in the snapshot"
-            )
-            issues.append(
-                SnapshotIssue(
-                    source="",
-                    object=binding.ref,
-                    path="spec",
-                    message=f"demand of {ref_text(key)} unknown: {where}, and the binding has "
-                    "neither spec.replicas with spec.replicaRequirements nor spec.components",
-                    code=IssueCode.UNKNOWN_DEMAND if template else IssueCode.TEMPLATE_NOT_FOUND,
-                )
-            )
-        else:
+        demand, unknown = template_demand(key, claimants, others.get(key))
+        issues += unknown
+        if demand is not None:
             workloads[key] = demand
     if memo is not None:
         memo.end_build()
     return Snapshot(
-        clusters=tuple(sorted(read[("cluster.karmada.io", "Cluster")], key=lambda c: c.name)),
-        bindings=tuple(sorted(bindings, key=lambda b: (b.namespace, b.name, b.kind))),
+        clusters=tuple(sorted(read[("cluster.karmada.io", "Cluster")], key=cluster_order)),
+        bindings=tuple(sorted(bindings, key=snapshot_binding_order)),
         workloads=FrozenDict(workloads),
         policies=tuple(
             sorted(
                 (p for kind in PERMANENT_ID_LABELS for p in read[("policy.karmada.io", kind)]),
-                key=lambda p: (p.kind, p.namespace, p.name),
+                key=policy_order,
             )
         ),
         priority_classes=tuple(
-            sorted(read[("scheduling.k8s.io", "PriorityClass")], key=lambda p: p.name)
+            sorted(read[("scheduling.k8s.io", "PriorityClass")], key=cluster_order)
         ),
-        errors=tuple(
-            sorted(set(issues), key=lambda i: (i.source, i.object, i.path, i.message, i.code))
-        ),
+        errors=tuple(sorted(set(issues), key=issue_order)),
         hyperjobs=FrozenDict(hyperjobs),
         namespaces=FrozenDict({n.name: n for n in read[("", "Namespace")]}),
     )
 
 
+def cluster_order(view: Any) -> tuple[str]:
+    """Clusters and PriorityClasses: by name."""
+    return (view.name,)
+
+
+def snapshot_binding_order(binding: BindingView) -> tuple[str, str, str]:
+    """``Snapshot.bindings``: by namespace, name, kind."""
+    return binding.namespace, binding.name, binding.kind
+
+
+def binding_order(binding: BindingView) -> tuple[int, str, str]:
+    """Which of the bindings of one template gives its demand first: ResourceBindings before
+    ClusterResourceBindings (as the informers list them), then by namespace and name; total,
+    so the input's order never decides."""
+    return BINDING_KINDS.index(binding.kind), binding.namespace, binding.name
+
+
+def policy_order(policy: PropagationView) -> tuple[str, str, str]:
+    return policy.kind, policy.namespace, policy.name
+
+
+def issue_order(issue: SnapshotIssue) -> tuple[str, str, str, str, str]:
+    return issue.source, issue.object, issue.path, issue.message, issue.code
+
+
+def read_object(source: str, obj: Mapping[str, Any], memo: ReadMemo | None = None) -> ObjectRead:
+    """What ``obj`` (the copy deduplication kept) gives the snapshot."""
+    group_kind = (_group(obj), str(obj.get("kind", "")))
+    ref = _ref_key(obj)
+    reader = FLEET_READERS.get(group_kind) or reader_for(obj)
+    if reader is None and is_hyperjob(obj):
+        found: list[SnapshotIssue] = []
+        hyperjob = _read_hyperjob(source, obj, found)
+        return ObjectRead(group_kind, ref, hyperjob=hyperjob, issues=tuple(found))
+    if reader is None:
+        return ObjectRead(group_kind, ref, other=obj)
+    try:
+        value = reader(obj) if memo is None else memo.read(reader, obj)
+    except DemandError as err:
+        issue = SnapshotIssue(source, describe(obj), err.path, err.message)
+        return ObjectRead(group_kind, ref, broken=True, issues=(issue,))
+    return ObjectRead(group_kind, ref, value=value)
+
+
+def template_demand(
+    key: ObjectKey, bindings: Iterable[BindingView], template: Mapping[str, Any] | None
+) -> tuple[Workload | None, list[SnapshotIssue]]:
+    """The demand of template ``key``, which no reader read, from its bindings (in
+    ``binding_order``): the first that gives one, and an issue for each before it that gave
+    none (``template``: the object at ``key`` no reader reads, or None)."""
+    issues: list[SnapshotIssue] = []
+    for binding in bindings:
+        demand = binding_demand(binding, _metadata(template))
+        if demand is not None:
+            return demand, issues
+        where = (
+            "the template's kind has no reader"
+            if template
+            else "the template is not in the snapshot"
+        )
+        issues.append(
+            SnapshotIssue(
+                source="",
+                object=binding.ref,
+                path="spec",
+                message=f"demand of {ref_text(key)} unknown: {where}, and the binding has "
+                "neither spec.replicas with spec.replicaRequirements nor spec.components",
+                code=IssueCode.UNKNOWN_DEMAND if template else IssueCode.TEMPLATE_NOT_FOUND,
+            )
+        )
+    return None, issues
+
+
 def _read_hyperjob(
-    source: str,
-    obj: Mapping[str, Any],
-    into: dict[tuple[str, str], HyperJob],
-    issues: list[SnapshotIssue],
-) -> None:
+    source: str, obj: Mapping[str, Any], issues: list[SnapshotIssue]
+) -> HyperJob | None:
     """A Volcano HyperJob: not a job Karmada binds, but the size of its children's group."""
     try:
-        found = read_hyperjob(obj)
+        return read_hyperjob(obj)
     except DemandError as err:
         issues.append(SnapshotIssue(source, describe(obj), err.path, err.message))
-        partial = read_split_count(obj)  # its status may still give the group's size
-        if partial is not None:
-            into[(partial.namespace, partial.name)] = partial
-        return
-    into[(found.namespace, found.name)] = found
+        return read_split_count(obj)  # its status may still give the group's size
 
 
 def describe(obj: Mapping[str, Any]) -> str:
@@ -222,29 +293,40 @@ def _deduplicate(
     tie-break on content, so input order never decides which copy wins."""
     groups: dict[tuple[str, str, str, str], list[tuple[str, Mapping[str, Any]]]] = {}
     for source, obj in objects:
-        _, kind, namespace, name = _ref_key(obj)
-        groups.setdefault((_group(obj), kind, namespace, name), []).append((source, obj))
+        groups.setdefault(identity(obj), []).append((source, obj))
     chosen = []
     for copies in groups.values():
         if len(copies) > 1:  # the key serializes each copy: only for actual duplicates
-            copies.sort(key=_newest_first)
+            copies.sort(key=newest_first)
         chosen.append(copies[0])
-        for source, obj in copies[1:]:
-            kept_source, kept = copies[0]
-            issues.append(
-                SnapshotIssue(
-                    source,
-                    describe(obj),
-                    "metadata.name",
-                    f"duplicate object; kept the copy from {kept_source or '-'} "
-                    f"(resourceVersion {_version(kept) or 'none'})",
-                    IssueCode.DUPLICATE,
-                )
-            )
+        issues += (duplicate_issue(copies[0], other) for other in copies[1:])
     return chosen
 
 
-def _newest_first(pair: tuple[str, Mapping[str, Any]]) -> tuple[int, str, str]:
+def identity(obj: Mapping[str, Any]) -> tuple[str, str, str, str]:
+    """(API group, kind, namespace, name): copies of one object share it."""
+    _, kind, namespace, name = _ref_key(obj)
+    return _group(obj), kind, namespace, name
+
+
+def duplicate_issue(
+    kept: tuple[str, Mapping[str, Any]], other: tuple[str, Mapping[str, Any]]
+) -> SnapshotIssue:
+    """The issue of a copy left out for ``kept``."""
+    kept_source, kept_obj = kept
+    source, obj = other
+    return SnapshotIssue(
+        source,
+        describe(obj),
+        "metadata.name",
+        f"duplicate object; kept the copy from {kept_source or '-'} "
+        f"(resourceVersion {_version(kept_obj) or 'none'})",
+        IssueCode.DUPLICATE,
+    )
+
+
+def newest_first(pair: tuple[str, Mapping[str, Any]]) -> tuple[int, str, str]:
+    """The order of copies of one object: the first is kept."""
     source, obj = pair
     version = _version(obj)
     number = int(version) if version.isdigit() else -1

@@ -13,6 +13,7 @@ small directories written into tmp_path otherwise.
 from __future__ import annotations
 
 import copy
+import json
 import math
 import time
 from collections.abc import Callable, Iterator
@@ -83,19 +84,24 @@ def reconciler_over(
 
 def synced(rec: Reconciler, custom) -> None:
     """Wait until the reconciler's caches hold what the server holds: every binding (all
-    namespaces) and every Cluster, whose status Karmada's controllers may just have written."""
+    namespaces) and every Cluster, whose status Karmada's controllers may just have written,
+    and every Namespace (a test may just have relabelled one)."""
     bindings = rec.informers["resourcebindings.work.karmada.io"]
     clusters = rec.informers["clusters.cluster.karmada.io"]
+    namespaces = rec.informers["namespaces"]
+    core = kubernetes.client.CoreV1Api(custom.api_client)
 
     def same() -> bool:
         served = custom.list_cluster_custom_object(*BINDINGS)["items"]
         members = custom.list_cluster_custom_object(*CLUSTER_OBJECTS)["items"]
+        spaces = core.list_namespace(_preload_content=False)
+        listed = json.loads(spaces.data)["items"]
         return all(
             (cache.get(o["metadata"].get("namespace", ""), o["metadata"]["name"]) or {})
             .get("metadata", {})
             .get("resourceVersion")
             == o["metadata"]["resourceVersion"]
-            for cache, items in ((bindings, served), (clusters, members))
+            for cache, items in ((bindings, served), (clusters, members), (namespaces, listed))
             for o in items
         )
 
