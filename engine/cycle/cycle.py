@@ -36,8 +36,8 @@ from engine.cycle.jobs.model import Backoff, PendingJob
 from engine.cycle.jobs.reading import classify
 from engine.cycle.model import CycleResult, Decision, GroupState
 from engine.cycle.ordering.order import QueueOrder, late_key
-from engine.cycle.placement.capacity import cluster_states
 from engine.cycle.placement.placer import Placer
+from engine.cycle.placement.states import cluster_states
 from engine.cycle.placement.values import queue_values
 from engine.cycle.preemption import candidates, ranking, victims
 from engine.cycle.quota.held import add_held

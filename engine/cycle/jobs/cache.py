@@ -33,7 +33,7 @@ class JobCache:
     changed (unless its binding has a backoff time, which is compared with ``now``).
 
     Between cycles it also keeps what the cycle derives from unchanged inputs: each cluster's
-    state while its view is the very object (``placement.capacity.cluster_states``), the
+    state while its view is the very object (``placement.states.cluster_states``), the
     admitted jobs' demand summed per queue (``quota.held``) and what preemption knows of each
     admitted job (``preemption.candidates``). Each gives what building it anew gives.
     """
@@ -65,7 +65,7 @@ class JobCache:
         self._held_source: tuple[object, object] = (None, None)
         self._held_at: dt.datetime | None = None
         self._first_seen: dict[str, dt.datetime] = {}  # binding uid (or ref) → first cycle time
-        # cluster → its view, estimates and state (``placement.capacity.cluster_states``)
+        # cluster → its view, estimates and state (``placement.states.cluster_states``)
         self.cluster_states: dict[str, Any] = {}
         self.held = HeldSums()  # what the admitted jobs hold, per queue
         # ``preemption.candidates.Candidates``, made by the first cycle that preempts

@@ -33,7 +33,7 @@ from engine.cycle.placement import nodes as nodes_of
 from engine.cycle.placement.answers import Answers, Misfit, PodKey, room_text, totals_text
 from engine.cycle.placement.beyond import Beyond
 from engine.cycle.placement.nodes import Move, RoomCounts
-from engine.fleet.model import ClusterView, Estimates, PodShape
+from engine.fleet.model import ClusterView, PodShape
 from engine.vectors import Vec
 
 Moved = list[Move] | None  # where node changes are recorded, when they are
@@ -442,33 +442,3 @@ class ClusterState:
     ) -> tuple[dict[tuple[int, ...], int], tuple[PodGroup, int] | None]:
         """``nodes.place`` of the groups, each with its shape."""
         return nodes_of.place(nodes, [(self._shape(g.requests), g) for g in groups], moved)
-
-
-Kept = dict[str, tuple[ClusterView, Mapping[PodShape, int] | None, str, ClusterState]]
-
-
-def cluster_states(
-    views: Sequence[ClusterView], estimates: Estimates, kept: Kept | None = None
-) -> dict[str, ClusterState]:
-    """A state per cluster (in ``views``' order), each with its estimator's answers.
-
-    ``kept`` (a ``JobCache``'s, from one cycle to the next): cluster → (view, the estimator's
-    answers, its failure, the state read from them), as left by the last call. While a view is
-    the very (immutable) object and the estimator said the same, the cycle gets a ``copy`` of
-    that state: a state is a function of those alone, and a copy answers as the original
-    would (sharing what was found at it) without reading the view again."""
-    said, failed = estimates.by_cluster(), estimates.failed
-    if kept is None:
-        return {v.name: ClusterState(v, said.get(v.name), failed.get(v.name, "")) for v in views}
-    states: dict[str, ClusterState] = {}
-    now: Kept = {}
-    for view in views:
-        answers, failure = said.get(view.name), failed.get(view.name, "")
-        entry = kept.get(view.name)
-        if entry is None or entry[0] is not view or entry[1] != answers or entry[2] != failure:
-            entry = (view, answers, failure, ClusterState(view, answers, failure))
-        now[view.name] = entry
-        states[view.name] = entry[3].copy()
-    kept.clear()  # only the clusters of this snapshot
-    kept.update(now)
-    return states
