@@ -17,7 +17,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,6 +27,7 @@ from sandbox.server import Sandbox
 from tests.conftest import REPO, require_tool
 from tests.sandbox.builders import binding
 from tests.sandbox.conftest import running_sandbox
+from tests.waiting import eventually, eventually_value
 
 PAGE = REPO / "docs" / "install.md"
 NAMESPACE = "fleetgate-system"
@@ -128,15 +128,16 @@ class Process:
 
     def url(self, pattern: str, timeout: float = 90.0) -> str:
         """The first URL a line matching ``pattern`` (one group) announces."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+
+        def announced() -> str | None:
             for line in list(self.lines):
                 if found := re.search(pattern, line):
                     return found[1]
             if self.process.poll() is not None:
-                break
-            time.sleep(0.05)
-        raise AssertionError(f"no {pattern!r} in:\n" + "\n".join(self.lines[-40:]))
+                raise AssertionError(f"exited; no {pattern!r} in:\n" + "\n".join(self.lines[-40:]))
+            return None
+
+        return eventually_value(announced, timeout, f"a line matching {pattern!r}")
 
     def stop(self) -> None:
         if self.process.poll() is None:
@@ -287,13 +288,14 @@ def test_install_then_run_as_the_deployments_do(sandbox: Sandbox, tmp_path: Path
 
         # and reaches the visibility API the same way, as the admin's kubectl asks it
         admin = sandbox.write_kubeconfig(tmp_path / "admin.kubeconfig")
-        deadline = time.monotonic() + 60
-        while True:
-            code, out = _raw(admin, "/apis/visibility.fleetgate.io/v1alpha1/queues")
-            if code == 0 or time.monotonic() > deadline:
-                break
-            time.sleep(0.2)  # until the reconciler's first pass is in
-        assert code == 0, out
+        answers: list[tuple[int, str]] = []
+
+        def listed() -> bool:  # once the reconciler's first pass is in
+            answers.append(_raw(admin, "/apis/visibility.fleetgate.io/v1alpha1/queues"))
+            return answers[-1][0] == 0
+
+        eventually(listed, 60, "the queues through the aggregated API", lambda: answers[-1])
+        out = answers[-1][1]
         assert json.loads(out)["kind"] == "QueueList"
     finally:
         webhook.stop()
