@@ -27,6 +27,7 @@ from reconciler.estimatorwire import (
 from sandbox.karmada.estimator import MemberEstimators, max_available_replicas
 from tests.conftest import REPO
 from tests.sandbox.test_sandbox_cli import PATIENCE_S, start
+from tests.waiting import eventually
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -172,6 +173,9 @@ def test_stopping_releases_hanging_calls(fleet: Fleet):
             response_deserializer=decode_response,
         )
         pending = method.future(MaxAvailableReplicasRequest("gpu-east", asking({})))
+        # the call is hanging in the server (counted as the handler starts waiting); a call
+        # still on its way when the server stops is another case, left to gRPC's transport
+        eventually(lambda: served.calls["gpu-east"] == 1, what="the call reaching the server")
         served.stop()
         pending.exception(timeout=30)  # ended one way or the other, without waiting on a clock
         assert pending.done()
