@@ -150,7 +150,12 @@ class Upper:
         return Upper(dict(self.nodes), {k: [list(e) for e in v] for k, v in self.grades.items()})
 
     def holds(self, shaped: Sequence[tuple[Shape, PodGroup]]) -> bool:
-        """Whether every pod may fit these nodes."""
+        """Whether every pod may fit these nodes. Pods of one shape fit exactly when the
+        nodes hold that many side by side (each node its own count), so one group needs no
+        layout."""
+        if len(shaped) == 1:
+            need, group = shaped[0]
+            return not any(need) or nodes_of.room(self.nodes, need)[0] >= group.count
         return nodes_of.place(dict(self.nodes), shaped)[1] is None
 
     def take(self, shaped: Sequence[tuple[Shape, PodGroup]]) -> list[tuple[Shape, int]]:
