@@ -46,6 +46,8 @@ class KeptSnapshot:
             informers.add_recorder(self.changes.heard)  # type: ignore[attr-defined]
         self._placed: Placed = {}
         self._ran_on: tuple[Snapshot, Any] | None = None  # what the last clean pass read
+        # the refs of the bindings the last update read again; None: it read every cache
+        self.touched: set[str] | None = None
 
     def ran(self, snapshot: Snapshot | None, policies: Any, clean: bool) -> None:
         """A pass read ``snapshot`` under ``policies`` and ended; ``clean``: it left nothing to
@@ -72,7 +74,13 @@ class KeptSnapshot:
             self.changes.resync()  # the next update reads every cache again
             raise
 
+    @property
+    def keyed(self) -> bool:
+        """Whether updates read only what the informers changed (else every cache)."""
+        return self._keyed
+
     def _update(self) -> None:
+        self.touched = None
         everything, changed = self.changes.take()
         if everything or not self._keyed:
             entries = self._entries()
@@ -83,6 +91,11 @@ class KeptSnapshot:
                 if s in BINDING_SOURCES and unadmitted_and_placed(o)
             }
             return
+        self.touched = {
+            f"{key[1]}/{key[2]}" if key[1] else key[2]
+            for key in changed
+            if key[0] in BINDING_SOURCES
+        }
         for key, obj in changed.items():
             source = key[0]
             if obj is None:

@@ -116,7 +116,8 @@ class Reconciler:
         self.kept = KeptSnapshot(self.informers)
         self._forced = False  # wake() asked for a pass: run it even when nothing changed
         self.quiet_passes = 0  # passes events asked for that did not run: nothing changed
-        self.settled = Settled()  # Pending decisions found written: not planned again
+        # Pending decisions found written: not planned again
+        self.settled = Settled(tracks=self.kept.keyed)
         self.cache = JobCache()
         self.adopter = Adopter()  # placed bindings the webhook never saw (reconciler.adopt)
         self.dirty: dict[str, str] = {}  # binding ref → the resourceVersion a write met 409/404 on
@@ -269,6 +270,7 @@ class Reconciler:
         """The pass's snapshot: the informers' changes applied, the adoptions written first
         (this pass sees each adopted binding as written), the estimators' answers in it."""
         self.kept.update()
+        self.settled.changed(self.kept.touched)
         adopted, written = self._adopt(policies, now)
         snapshot = self.kept.snapshot(written)
         asked = Asked()
@@ -285,6 +287,7 @@ class Reconciler:
         summary.skipped += todo.held
         send, settled = list(todo.decisions), 0
         if self.gate is None or self.gate():
+            self.settled.changed(self.dirty)
             send, settled = self.settled.split(send, version, self._settled)
         summary.unchanged += settled
         send, planned = self._plan_groups(send, todo.plans, summary)

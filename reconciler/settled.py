@@ -8,11 +8,16 @@ again (``engine.enforce.plan`` writes a pending reason, position and nominated c
 they differ from the binding's, and reads nothing else: no clock), so no plan is made. Any
 other decision, or a new version of the binding, goes to the Applier as before. Only the
 entries of the latest pass are kept.
+
+With ``tracks`` (the reconciler's informers tell it each binding they changed: ``changed``),
+the version of a binding is looked up only when it changed since the last ``split``; the others
+still hold the version their entry was checked against, so a pass after one change does not
+look up every waiting binding again.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
 
 from engine.cycle import Action, Decision
@@ -33,8 +38,19 @@ QUIET = frozenset({Action.PENDING, Action.REJECT})  # their plan reads no clock
 
 
 class Settled:
-    def __init__(self) -> None:
+    def __init__(self, *, tracks: bool = False) -> None:
         self._known: dict[str, tuple[str, Decision, str]] = {}
+        self.tracks = tracks
+        self._every = True  # every binding's version is looked up at the next split
+        self._changed: set[str] = set()  # bindings whose version is looked up then
+
+    def changed(self, refs: Iterable[str] | None) -> None:
+        """The bindings ``refs`` changed (None: any may have, e.g. after a relist) since the
+        last ``split``: their versions are looked up at the next."""
+        if refs is None:
+            self._every = True
+        else:
+            self._changed.update(refs)
 
     def split(
         self,
@@ -46,15 +62,20 @@ class Settled:
         the cached binding's resourceVersion, None when it must be enforced anyway (absent,
         or dirty)."""
         known, self._known = self._known, {}
+        every = self._every or not self.tracks
+        changed = self._changed
+        self._every, self._changed = False, set()
         send: list[Decision] = []
         for decision in decisions:
-            entry = known.get(decision.binding)
-            if entry is not None and entry == (
-                version_of(decision.binding),
-                decision,
-                policy_version,
+            ref = decision.binding
+            entry = known.get(ref)
+            if (
+                entry is not None
+                and entry[1] == decision
+                and entry[2] == policy_version
+                and ((not every and ref not in changed) or entry[0] == version_of(ref))
             ):
-                self._known[decision.binding] = entry
+                self._known[ref] = entry
             else:
                 send.append(decision)
         return send, len(decisions) - len(send)
@@ -72,3 +93,4 @@ class Settled:
 
     def clear(self) -> None:
         self._known = {}
+        self._every = True

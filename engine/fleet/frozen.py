@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import ItemsView, Iterator, KeysView, Mapping, ValuesView
 from typing import Any, Generic, TypeVar
 
 K = TypeVar("K")
@@ -26,6 +26,23 @@ class FrozenDict(Mapping[K, V], Generic[K, V]):
 
     def __len__(self) -> int:
         return len(self._items)
+
+    # The dict's own lookups and views: Mapping's generic ones go through __getitem__ in
+    # Python, and cycles and passes look up binding annotations hundreds of thousands of times.
+    def __contains__(self, key: object) -> bool:
+        return key in self._items
+
+    def get(self, key: K, default: Any = None) -> Any:  # type: ignore[override]
+        return self._items.get(key, default)
+
+    def keys(self) -> KeysView[K]:
+        return self._items.keys()
+
+    def items(self) -> ItemsView[K, V]:
+        return self._items.items()
+
+    def values(self) -> ValuesView[V]:
+        return self._items.values()
 
     def __hash__(self) -> int:
         if self._hash is None:

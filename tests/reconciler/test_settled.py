@@ -109,3 +109,39 @@ def test_only_an_unchanged_pending_decision_on_the_same_version_is_skipped():
     admit = a._replace(action=Action.ADMIT, reason=Reason.ADMITTED)
     settled.record([admit], [Answer(Outcome.UNCHANGED, "5")], "v1")
     assert settled.split([admit], "v1", versions.get) == ([admit], 0)
+
+
+def test_tracking_changes_looks_up_only_the_bindings_that_changed():
+    settled = Settled(tracks=True)
+    a, b = pending("ns/a", 1), pending("ns/b", 2)
+    versions = {"ns/a": "5", "ns/b": "7"}
+    asked: list[str] = []
+
+    def version_of(ref: str) -> str | None:
+        asked.append(ref)
+        return versions.get(ref)
+
+    settled.record([a, b], [Answer(Outcome.UNCHANGED, "5"), Answer(Outcome.UNCHANGED, "7")], "v1")
+    assert settled.split([a, b], "v1", version_of) == ([], 2)
+    assert sorted(asked) == ["ns/a", "ns/b"]  # the first split looks every binding up
+    asked.clear()
+    assert settled.split([a, b], "v1", version_of) == ([], 2)
+    assert asked == []  # nothing changed since: no lookup
+    versions["ns/b"] = "8"
+    settled.changed(["ns/b"])
+    assert settled.split([a, b], "v1", version_of) == ([b], 1)
+    assert asked == ["ns/b"]
+    asked.clear()
+    settled.changed(None)  # a relist: any may have changed
+    assert settled.split([a], "v1", version_of) == ([], 1)
+    assert asked == ["ns/a"]
+    # a changed decision is enforced whatever the version
+    assert settled.split([pending("ns/a", 3)], "v1", version_of) == ([pending("ns/a", 3)], 0)
+
+
+def test_without_tracking_every_split_looks_every_binding_up():
+    settled = Settled()
+    a = pending("ns/a", 1)
+    settled.record([a], [Answer(Outcome.UNCHANGED, "5")], "v1")
+    assert settled.split([a], "v1", {"ns/a": "5"}.get) == ([], 1)
+    assert settled.split([a], "v1", {"ns/a": "6"}.get) == ([a], 0)
