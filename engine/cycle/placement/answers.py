@@ -24,7 +24,7 @@ PodKey: TypeAlias = tuple[tuple[tuple[tuple[str, int], ...], int], ...]
 class Answers:
     """Fit answers found at one ``version`` of a state (and of its copies at that version)."""
 
-    __slots__ = ("firm", "fits", "maybe", "misfits", "most", "unplaced", "version")
+    __slots__ = ("firm", "fits", "left", "maybe", "misfits", "most", "unplaced", "version")
 
     def __init__(self, version: int) -> None:
         self.version = version
@@ -38,6 +38,8 @@ class Answers:
         # cannot change it
         self.firm: set[PodKey] = set()
         self.maybe: dict[PodKey, bool] = {}  # may the pods fit nodes at their grades' most
+        # a pod shape (modelled resources) → ``nodes.best_fit_left`` of it (scoring's snugness)
+        self.left: dict[tuple[int, ...], float | None] = {}
 
 
 @functools.lru_cache(maxsize=4096)  # a pure function of the amounts: safe to share

@@ -19,8 +19,7 @@ Beyond the minimums (``beyond.Beyond``): a pod no node could ever hold never fit
 minimums have no room, pods may still fit nodes at the most their grades allow (``may_hold``,
 ``nodeShape: Optimistic``); where the member's scheduler-estimator answered for a pod shape,
 its answer decides instead of the models. One class past 400 lines: every question the cycle
-asks of a cluster's room, and the changes that keep the answers right, share one state.
-"""
+asks of a cluster's room, and the changes that keep the answers right, share one state."""
 
 from __future__ import annotations
 
@@ -342,6 +341,13 @@ class ClusterState:
         if self.nodes is not None and any(need):
             most = min(most, self._room(need))
         return max(most, 0)
+
+    def best_fit_left(self, shape: tuple[int, ...]) -> float | None:
+        """``nodes.best_fit_left`` of ``shape`` on the nodes now (kept with the fit answers;
+        an answer may be None: looked up by key, not by get)."""
+        if shape not in (left := self._current().left):
+            left[shape] = nodes_of.best_fit_left(self.nodes or {}, shape)
+        return left[shape]
 
     # --- beyond the minimums ------------------------------------------------------------------
     def may_hold(self, groups: Sequence[PodGroup], need: Vec, key: PodKey) -> bool:

@@ -29,7 +29,6 @@ from fractions import Fraction
 from typing import Any
 
 from engine.cycle.jobs.model import PodGroup
-from engine.cycle.placement import nodes as nodes_of
 from engine.cycle.placement.capacity import ClusterState
 from engine.errors import QuantityError, value_type
 from engine.fleet.model import ClusterView
@@ -174,7 +173,7 @@ def snugness(state: ClusterState, pods: Sequence[PodGroup]) -> float | None:
     shape = tuple(largest.requests.get(r, 0) for r in state.model)
     if not any(shape):
         return None
-    left = nodes_of.best_fit_left(state.nodes, shape)
+    left = state.best_fit_left(shape)
     return None if left is None else 1.0 / (1.0 + max(left, 0.0))
 
 
