@@ -116,8 +116,7 @@ class Reconciler:
         self.kept = KeptSnapshot(self.informers)
         self._forced = False  # wake() asked for a pass: run it even when nothing changed
         self.quiet_passes = 0  # passes events asked for that did not run: nothing changed
-        # Pending decisions found written: not planned again
-        self.settled = Settled(tracks=self.kept.keyed)
+        self.settled = Settled(tracks=self.kept.keyed)  # decisions found written: not again
         self.cache = JobCache()
         self.adopter = Adopter()  # placed bindings the webhook never saw (reconciler.adopt)
         self.dirty: dict[str, str] = {}  # binding ref → the resourceVersion a write met 409/404 on
@@ -287,8 +286,7 @@ class Reconciler:
         summary.skipped += todo.held
         send, settled = list(todo.decisions), 0
         if self.gate is None or self.gate():
-            self.settled.changed(self.dirty)
-            send, settled = self.settled.split(send, version, self._settled)
+            send, settled = self.settled.split(send, version, self._settled, self.dirty)
         summary.unchanged += settled
         send, planned = self._plan_groups(send, todo.plans, summary)
         writes = [self._enforce(d, version, planned.get(d.binding)) for d in send]

@@ -57,10 +57,12 @@ class Settled:
         decisions: Sequence[Decision],
         policy_version: str,
         version_of: Callable[[str], str | None],
+        dirty: Iterable[str] = (),
     ) -> tuple[list[Decision], int]:
         """(the decisions to enforce, how many others are already written). ``version_of``:
         the cached binding's resourceVersion, None when it must be enforced anyway (absent,
-        or dirty)."""
+        or dirty; ``dirty``: those refs, always looked up)."""
+        self.changed(dirty)
         known, self._known = self._known, {}
         every = self._every or not self.tracks
         changed = self._changed
