@@ -73,6 +73,16 @@ def api_json(kubeconfig: Path, path: str) -> dict:
     return json.loads(out)
 
 
+def job_state(kubeconfig: Path, path: str) -> str | None:
+    """The job's state by the visibility API; None while the API has not seen it (NotFound:
+    the pass that reads its binding has not run yet)."""
+    code, out = raw(kubeconfig, path)
+    if code != 0 and "(NotFound)" in out:
+        return None
+    assert code == 0, out
+    return json.loads(out).get("state")
+
+
 def only_local(browser: Browser) -> None:
     """Every URL the page asked for over the network was on 127.0.0.1 (``chrome:`` and
     ``data:`` pages are the browser's own)."""
@@ -124,10 +134,7 @@ def world(
         submit(custom, "second", workers=3)  # 32 GPUs, a whole cluster: waits while first runs
         fleet_world.run_once()
         eventually(
-            lambda: (
-                api_json(kubeconfig, f"{PREFIX}/namespaces/research/jobs/second").get("state")
-                == "pending"
-            ),
+            lambda: job_state(kubeconfig, f"{PREFIX}/namespaces/research/jobs/second") == "pending",
             30,
         )
         users = {
