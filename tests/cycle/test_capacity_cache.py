@@ -19,7 +19,9 @@ from hypothesis import strategies as st
 from engine import vectors
 from engine.cycle.jobs.model import PodGroup
 from engine.cycle.jobs.reading import pod_key
+from engine.cycle.placement import nodes as nodes_of
 from engine.cycle.placement.capacity import ClusterState, Misfit
+from engine.cycle.placement.nodebounds import Upper
 from engine.fleet.frozen import FrozenDict
 from engine.fleet.model import ClusterView, ResourceModel
 from tests.cycle import builders
@@ -389,3 +391,16 @@ def test_what_several_pod_groups_leave_over_is_what_the_greedy_layout_leaves(
     assert found == expected
     if found is not None:
         assert found[0] is expected[0]  # of equal groups, the one the layout tried first
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(nodes=NODE_GROUPS, groups=POD_GROUPS, one=st.booleans())
+def test_maybe_room_is_the_greedy_layouts_answer(
+    nodes: dict[tuple[int, int], int], groups: list[tuple[int, int, int]], one: bool
+) -> None:
+    """``Upper.holds`` (nodes at their grades' most) answers what laying the pods out answers,
+    though it counts room instead for one pod group and tries the cheap bounds first."""
+    shaped = [((a, b), PodGroup({"a": a, "b": b}, n)) for a, b, n in groups[: 1 if one else 3]]
+    upper = Upper(dict(nodes), {})
+    assert upper.holds(shaped) == (nodes_of.place(dict(nodes), shaped)[1] is None)
+    assert upper.nodes == nodes  # asking changes nothing

@@ -153,10 +153,25 @@ class Upper:
         """Whether every pod may fit these nodes. Pods of one shape fit exactly when the
         nodes hold that many side by side (each node its own count), so one group needs no
         layout."""
+        nodes = self.nodes
         if len(shaped) == 1:
             need, group = shaped[0]
-            return not any(need) or nodes_of.room(self.nodes, need)[0] >= group.count
-        return nodes_of.place(dict(self.nodes), shaped)[1] is None
+            return not any(need) or nodes_of.room(nodes, need)[0] >= group.count
+        if any(v < 0 for free in nodes for v in free):  # the bounds below need room ≥ 0
+            return nodes_of.place(dict(nodes), shaped)[1] is None
+        # as ClusterState's: a group that lacks room alone lacks it beside the others; all fit
+        # when the nodes hold every pod at the largest request of any group per resource
+        largest: Shape = ()
+        pods = 0
+        for need, group in shaped:
+            if any(need):
+                if nodes_of.room(nodes, need)[0] < group.count:
+                    return False
+                largest = tuple(map(max, largest, need)) if largest else need
+                pods += group.count
+        if not pods or nodes_of.room(nodes, largest)[0] >= pods:
+            return True
+        return nodes_of.place(dict(nodes), shaped)[1] is None
 
     def take(self, shaped: Sequence[tuple[Shape, PodGroup]]) -> list[tuple[Shape, int]]:
         """Lay the pods onto the nodes (those that find none are dropped); (minimums, nodes)
