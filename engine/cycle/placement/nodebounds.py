@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable, Mapping, Sequence
+from itertools import chain
 from typing import NamedTuple
 
 from engine import vectors
@@ -157,7 +158,7 @@ class Upper:
         if len(shaped) == 1:
             need, group = shaped[0]
             return not any(need) or nodes_of.room(nodes, need)[0] >= group.count
-        if any(v < 0 for free in nodes for v in free):  # the bounds below need room ≥ 0
+        if min(chain.from_iterable(nodes), default=0) < 0:  # the bounds below need room ≥ 0
             return nodes_of.place(dict(nodes), shaped)[1] is None
         # as ClusterState's: a group that lacks room alone lacks it beside the others; all fit
         # when the nodes hold every pod at the largest request of any group per resource
