@@ -16,7 +16,8 @@ fleetgate's webhook (managed, suspended, queued), up to ``--objects`` objects in
 First the passes run until one writes nothing (the first decides every job, and its writes come
 back as events). Then, ``--passes`` times: one waiting binding changes (``--change label``:
 another controller's label, a new resourceVersion, same demand; ``--change managed-fields``:
-only its managedFields, which no reader reads), and one pass runs as the loop runs a pass that
+only its managedFields, which no reader reads; ``--change arrival``: instead, a new job's
+template and binding arrive, held by the webhook), and one pass runs as the loop runs a pass that
 events alone asked for (``quiet``), followed by passes until the writes it caused have come
 back. Prints, for the passes that followed the one change: the
 median and the largest of the whole pass and of each stage (snapshot: the informers' objects,
@@ -142,9 +143,10 @@ class MemoryApplier(Applier):
         pass
 
 
-def fleet(objects: int, seed: int) -> list[dict[str, Any]]:
+def fleet(objects: int, seed: int, later: int = 0) -> list[dict[str, Any]]:
     """The example snapshot's objects, the tenants' Namespaces, and demo jobs with their
-    bindings (held by the webhook), ``objects`` in all."""
+    bindings (held by the webhook), ``objects`` in all, then ``later`` more jobs' (template,
+    binding) pairs at the end, for arrivals."""
     base = [copy.deepcopy(item) for item in snapshot_items()]
     base += [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": t}} for t in TENANTS]
     policies = [Policy.read(o) for o in base if o.get("kind") == "PropagationPolicy"]
@@ -155,7 +157,7 @@ def fleet(objects: int, seed: int) -> list[dict[str, Any]]:
     }
     rng = random.Random(seed)
     out = list(base)
-    for index, job in enumerate(plan(max(0, (objects - len(base)) // 2), seed)):
+    for index, job in enumerate(plan(max(0, (objects - len(base)) // 2) + later, seed)):
         template = job.template
         meta = template["metadata"]
         meta["uid"] = f"uid-{index:06d}"
@@ -214,10 +216,11 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument(
         "--change",
-        choices=("label", "managed-fields"),
+        choices=("label", "managed-fields", "arrival"),
         default="label",
-        help="what changes on the binding: a label (read into the snapshot), or only its "
-        "managedFields (nothing a pass reads: the pass, asked for by events alone, runs no cycle)",
+        help="what changes: a waiting binding's label (read into the snapshot), or only its "
+        "managedFields (nothing a pass reads: the pass, asked for by events alone, runs no "
+        "cycle), or a new job arrives (its template and its binding, held by the webhook)",
     )
     parser.add_argument("--profile", type=Path, help="write a cProfile of the measured passes")
     args = parser.parse_args()
@@ -225,8 +228,10 @@ def main() -> None:
     api = kubernetes.client.ApiClient()
     informers = Informers(api, seed=args.seed)
     server = Server(informers)
-    objects = fleet(args.objects, args.seed)
-    server.list_all(objects)
+    arrivals = args.passes if args.change == "arrival" else 0
+    objects = fleet(args.objects, args.seed, arrivals)
+    later = objects[len(objects) - 2 * arrivals :]  # (template, binding) pairs, in order
+    server.list_all(objects[: len(objects) - 2 * arrivals])
     rec = Reconciler(
         api,
         type("Fixed", (), {"current": load_policy_set([REPO / "policies"])})(),
@@ -260,11 +265,15 @@ def main() -> None:
         binding = informers["resourcebindings.work.karmada.io"].get(namespace, name)
         assert binding is not None
         changed = copy.deepcopy(server.get(binding))
-        if args.change == "label":
+        if args.change == "arrival":
+            server.modified(later[2 * n])  # the template, then its binding
+            server.modified(later[2 * n + 1])
+        elif args.change == "label":
             changed["metadata"].setdefault("labels", {})["example.com/touched"] = str(n)
+            server.modified(changed)
         else:
             changed["metadata"]["managedFields"] = [{"manager": f"controller-{n}"}]
-        server.modified(changed)
+            server.modified(changed)
         server.deliver()
         stages.current = {}
         if profile is not None:
@@ -284,7 +293,8 @@ def main() -> None:
         f"first pass (cold, decides every job): {first_seconds:.3f} s; settled after "
         f"{settling} more passes"
     )
-    print(f"{args.passes} passes after one binding's {args.change} changed (median / max):")
+    what = "one job arrived" if args.change == "arrival" else f"one binding's {args.change} changed"
+    print(f"{args.passes} passes after {what} (median / max):")
     print(f"  cycles not run (nothing a pass reads changed): {rec.quiet_passes}")
     for stage in ("pass", *STAGES):
         values = [row.get(stage, 0.0) for row in rows]

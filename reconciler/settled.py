@@ -3,11 +3,12 @@
 Each pass decides again every job still waiting, and most decisions are what their binding
 already says: the Applier plans, finds nothing to write and answers UNCHANGED, for thousands of
 bindings every pass. ``Settled`` remembers, per binding, the resourceVersion, decision and
-policy version of the last such answer; the same decision on the same version is UNCHANGED
-again (``engine.enforce.plan`` writes a pending reason, position and nominated cluster only when
-they differ from the binding's, and reads nothing else: no clock), so no plan is made. Any
-other decision, or a new version of the binding, goes to the Applier as before. Only the
-entries of the latest pass are kept.
+policy version of the last such answer; a decision that writes the same on the same version is
+UNCHANGED again, so no plan is made. ``engine.enforce.plan`` writes a waiting job's
+``pending_note`` and nominated cluster only when they differ from the binding's, and reads
+nothing else (no clock): a decision that differs only in what the note leaves out (its live
+message, its queue position) writes the same. Any other decision, or a new version of the
+binding, goes to the Applier as before. Only the entries of the latest pass are kept.
 
 With ``tracks`` (the reconciler's informers tell it each binding they changed: ``changed``),
 the version of a binding is looked up only when it changed since the last ``split``; the others
@@ -20,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
 
-from engine.cycle import Action, Decision
+from engine.cycle import Action, Decision, Reason, pending_note
 from reconciler.apply import Outcome
 
 
@@ -73,13 +74,16 @@ class Settled:
             entry = known.get(ref)
             if (
                 entry is not None
-                and entry[1] == decision
                 and entry[2] == policy_version
                 and ((not every and ref not in changed) or entry[0] == version_of(ref))
             ):
-                self._known[ref] = entry
-            else:
-                send.append(decision)
+                if entry[1] == decision:
+                    self._known[ref] = entry  # no new object: a pass allocates per change only
+                    continue
+                if writes_alike(entry[1], decision):
+                    self._known[ref] = (entry[0], decision, policy_version)
+                    continue
+            send.append(decision)
         return send, len(decisions) - len(send)
 
     def record(
@@ -96,3 +100,21 @@ class Settled:
     def clear(self) -> None:
         self._known = {}
         self._every = True
+
+
+def writes_alike(one: Decision, other: Decision) -> bool:
+    """Whether the plans of two waiting decisions write the same on the same binding: the
+    same action, ``pending_note`` and nominated cluster (what ``engine.enforce.plan`` compares
+    with the binding; the rest only words the Event of a write)."""
+    return (
+        one.action == other.action
+        and one.action in QUIET
+        and _nominated(one) == _nominated(other)
+        and pending_note(one) == pending_note(other)
+    )
+
+
+def _nominated(decision: Decision) -> str | None:
+    if decision.reason == Reason.PREEMPTING and decision.clusters:
+        return decision.clusters[0].name
+    return None

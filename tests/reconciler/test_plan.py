@@ -6,6 +6,8 @@ import datetime as dt
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from engine import annotations as ann
 from engine.cycle.model import ClusterAssignment, Decision
@@ -22,6 +24,7 @@ from engine.enforce.plan import (
     plan_transition,
     status_patch,
 )
+from reconciler.settled import writes_alike
 
 NOW = dt.datetime(2026, 3, 10, 9, 10, tzinfo=dt.UTC)
 STAMP = "2026-03-10T09:10:00Z"
@@ -396,3 +399,41 @@ def test_the_plans_write_only_the_binding_fields_preflight_checks() -> None:
     for path in (p for p in written if not p.startswith("metadata.")):
         # a field itself, or one emptied whole (spec.clusters: null) that holds fields
         assert any(f == path or f.startswith((f"{path}.", f"{path}[]")) for f in BINDING_FIELDS)
+
+
+WAITING = st.builds(
+    lambda action, reason, message, position, note, where: decision(
+        action,
+        reason,
+        message,
+        position=position,
+        note=note,
+        clusters=(ClusterAssignment(where, 1),) if where else (),
+        victims=("team-b/old",) if reason == Reason.PREEMPTING else (),
+    ),
+    st.sampled_from([Action.PENDING, Action.REJECT]),
+    st.sampled_from(
+        [Reason.WAITING_FOR_QUOTA, Reason.NO_CLUSTER_FITS, Reason.PREEMPTING, Reason.NEVER_FITS]
+    ),
+    st.sampled_from(["m", "2 gpu more needed", "8 gpu more needed"]),
+    st.sampled_from([None, 1, 7]),
+    st.sampled_from(["", "a note"]),
+    st.sampled_from(["", "gpu-east", "gpu-west"]),
+)
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(first=WAITING, second=WAITING)
+def test_decisions_that_write_alike_find_each_others_binding_written(
+    first: Decision, second: Decision
+) -> None:
+    """``reconciler.settled.writes_alike`` (what lets a pass skip planning a waiting job whose
+    decision changed only in its live message or position) never says so of a decision whose
+    plan would write something on a binding the other's plan left as it wants it."""
+    binding = suspended()
+    patch = plan(first, binding, "bind", NOW).patch
+    notes = ((patch or {}).get("metadata") or {}).get("annotations") or {}
+    written = suspended(notes={k: v for k, v in notes.items() if v is not None})
+    assert plan(first, written, "bind", NOW) == Plan()
+    if writes_alike(first, second):
+        assert plan(second, written, "bind", NOW) == Plan()

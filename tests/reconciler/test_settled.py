@@ -97,8 +97,13 @@ def test_only_an_unchanged_pending_decision_on_the_same_version_is_skipped():
     answers = [Answer(Outcome.UNCHANGED, "5"), Answer(Outcome.APPLIED, "7"), Answer(None, "9")]
     settled.record([a, b, c], answers, "v1")
     assert settled.split([a, b, c], "v1", versions.get) == ([b, c], 1)
-    # a moved in its queue, or a new binding version, or new policies: enforced again
-    assert settled.split([pending("ns/a", 2)], "v1", versions.get) == ([pending("ns/a", 2)], 0)
+    # a moved in its queue, with a new live message: its binding says the same (the note
+    # leaves both out), so it is still settled
+    moved = pending("ns/a", 2)._replace(message="m, 3 GPUs in use now")
+    assert settled.split([moved], "v1", versions.get) == ([], 1)
+    # another reason, or a new binding version, or new policies: enforced again
+    other = moved._replace(reason=Reason.NO_CLUSTER_FITS)
+    assert settled.split([other], "v1", versions.get) == ([other], 0)
     settled.record([a], [Answer(Outcome.UNCHANGED, "5")], "v1")
     assert settled.split([a], "v1", {"ns/a": "6"}.get) == ([a], 0)
     settled.record([a], [Answer(Outcome.UNCHANGED, "5")], "v1")
@@ -135,8 +140,9 @@ def test_tracking_changes_looks_up_only_the_bindings_that_changed():
     settled.changed(None)  # a relist: any may have changed
     assert settled.split([a], "v1", version_of) == ([], 1)
     assert asked == ["ns/a"]
-    # a changed decision is enforced whatever the version
-    assert settled.split([pending("ns/a", 3)], "v1", version_of) == ([pending("ns/a", 3)], 0)
+    # a decision that writes otherwise is enforced whatever the version
+    rejected = a._replace(action=Action.REJECT, reason=Reason.NEVER_FITS)
+    assert settled.split([rejected], "v1", version_of) == ([rejected], 0)
 
 
 def test_without_tracking_every_split_looks_every_binding_up():
