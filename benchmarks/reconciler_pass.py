@@ -50,6 +50,7 @@ sys.path.insert(0, str(REPO))
 
 from engine import annotations as ann  # noqa: E402
 from engine.fleet.detector import Policy, build_binding, find_policy  # noqa: E402
+from engine.gcpause import FreezeOnce  # noqa: E402
 from engine.policy.policyset import load_policy_set  # noqa: E402
 from reconciler import loop as reconciler_loop  # noqa: E402
 from reconciler.apply import Applier  # noqa: E402
@@ -238,6 +239,7 @@ def main() -> None:
         clock=lambda: NOW,
         informers=informers,
     )
+    rec.observers.append(FreezeOnce())  # as `fleetgate serve` does
     applier = MemoryApplier(api, "bind", lambda: NOW)
     applier.server = server
     rec.applier = applier

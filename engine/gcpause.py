@@ -25,3 +25,23 @@ def collector_paused() -> Iterator[None]:
     finally:
         if enabled:
             gc.enable()
+
+
+class FreezeOnce:
+    """An observer of reconciler passes (``Reconciler.observers``) that, after the first
+    pass, collects once and then moves every object alive out of the collector's view
+    (``gc.freeze``), as the webhook does after loading: the warm caches (informers, snapshot,
+    JobCache; tens of thousands of objects) are not scanned again by every full collection,
+    which otherwise lands as a ~0.5 s stall in one pass of about ten at 20,000 objects.
+    Frozen objects that are dropped later are still freed by reference counting; only
+    reference cycles among them stay. For a process that runs one reconciler: a test
+    process's unrelated objects would be frozen too."""
+
+    def __init__(self) -> None:
+        self.done = False
+
+    def __call__(self, *_: object) -> None:
+        if not self.done:
+            self.done = True
+            gc.collect()
+            gc.freeze()

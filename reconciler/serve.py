@@ -47,6 +47,7 @@ import kubernetes
 from flask import Flask, Response
 
 from engine.errors import FleetgateError
+from engine.gcpause import FreezeOnce
 from engine.policy.reload import PolicyHolder, PolicyWatcher
 from reconciler import fence, lastgood
 from reconciler.estimator import EstimatorClient
@@ -156,6 +157,7 @@ def start_all(args: argparse.Namespace, identity: str) -> Serving:
         write_workers=getattr(args, "write_workers", DEFAULT_WRITE_WORKERS),
     )
     reconciler = Reconciler(api, holder, settings, gate=gate, estimator=estimator)
+    reconciler.observers.append(FreezeOnce())  # warm caches out of the collector's scans
     if fenced is not None:
         reconciler.applier.remaining = fenced.remaining
     serving = Serving(holder, api, reconciler, elector, estimator=estimator)
