@@ -75,11 +75,7 @@ class Server:
         self.stored: dict[tuple[str, str, str], dict[str, Any]] = {}  # the server's copies
 
     def informer_of(self, obj: Mapping[str, Any]) -> Informer | None:
-        group = str(obj.get("apiVersion", "")).rpartition("/")[0]
-        for informer in self.informers.informers.values():
-            if (informer.resource.group, informer.resource.kind) == (group, obj.get("kind")):
-                return informer
-        return None
+        return self.informers.for_object(obj)
 
     def stamp(self, obj: dict[str, Any]) -> dict[str, Any]:
         self.version += 1

@@ -91,6 +91,14 @@ class Informers:
     def __getitem__(self, key: str) -> Informer:
         return self.informers[key]
 
+    def for_object(self, obj: Mapping[str, Any]) -> Informer | None:
+        """The informer whose resource holds ``obj`` (by its apiVersion's group and kind)."""
+        group = str(obj.get("apiVersion", "")).rpartition("/")[0]
+        for informer in self.informers.values():
+            if (informer.resource.group, informer.resource.kind) == (group, obj.get("kind")):
+                return informer
+        return None
+
     def add_listener(self, listener: Listener) -> None:
         for informer in self.informers.values():
             informer.add_listener(listener)
