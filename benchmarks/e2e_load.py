@@ -39,6 +39,7 @@ import cProfile
 import json
 import os
 import pstats
+import shutil
 import socket
 import ssl
 import statistics
@@ -378,6 +379,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 process.wait(10)
             except subprocess.TimeoutExpired:
                 process.kill()
+        shutil.rmtree(workdir, ignore_errors=True)  # its kubeconfig and the test CA's key
 
 
 def writes_per_binding(api: Any, admitted: Any) -> dict[str, Any]:

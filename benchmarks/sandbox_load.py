@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
 import subprocess
 import sys
@@ -195,6 +196,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             process.wait(timeout=10)
         except subprocess.TimeoutExpired:
             process.kill()
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def main() -> None:

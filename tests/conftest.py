@@ -2,8 +2,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NoReturn
 
@@ -53,6 +54,23 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         return LONG_RUNS.index(path) if path in LONG_RUNS else len(LONG_RUNS)
 
     items.sort(key=rank)  # stable: the same order in every worker
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _temporary_files(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """What the tests, and the processes they start, write through ``tempfile`` goes under
+    pytest's base temporary directory (which pytest prunes), not into /tmp: the kubernetes
+    client copies a kubeconfig's certificates into temporary files that only a clean exit
+    removes, and several tests SIGKILL the processes they start."""
+    folder = str(tmp_path_factory.mktemp("tmp"))
+    before = os.environ.get("TMPDIR"), tempfile.tempdir
+    os.environ["TMPDIR"], tempfile.tempdir = folder, folder
+    yield
+    if before[0] is None:
+        os.environ.pop("TMPDIR", None)
+    else:
+        os.environ["TMPDIR"] = before[0]
+    tempfile.tempdir = before[1]
 
 
 DOCUMENT = """\

@@ -180,13 +180,15 @@ def test_a_cluster_where_a_score_failed_still_takes_a_job_no_other_can_hold(tmp_
 # --- property: never a dearer cluster than one that fits --------------------------------------
 
 _SETS: dict[str, Any] = {}
+_FOLDERS: list[tempfile.TemporaryDirectory[str]] = []  # removed when the process ends
 
 
 def _policy_set(spec: dict[str, Any]):
     """One loaded policy set per spec, for all examples (hypothesis runs many)."""
     key = json.dumps(spec, sort_keys=True)
     if key not in _SETS:
-        _SETS[key] = policies(Path(tempfile.mkdtemp()) / "p", spec)
+        _FOLDERS.append(folder := tempfile.TemporaryDirectory(prefix="fleetgate-test-"))
+        _SETS[key] = policies(Path(folder.name) / "p", spec)
     return _SETS[key]
 
 
