@@ -9,7 +9,8 @@ one preemption search per queue per cycle.
   resources once this preemptor's victims are gone; the preemptor fits its own guarantee in them.
 
 The within-queue oracle reads priorities from the scenario. The reclaim oracle needs the quota
-as it was when the preemptor searched (earlier admissions of the cycle count): a watching cycle
+as it was when the preemptor searched (earlier admissions and preemptors of the cycle count, the
+victims of earlier searches do not: they are leaving): a watching cycle
 records, before each search, every queue's usage and the preemptor's shortfall, and the rule is
 checked against those, independently of engine/cycle/preemption/victims.py.
 """
@@ -57,14 +58,27 @@ class Watching(Cycle):
 
     def _preempt(self, job: PendingJob, leaf: QuotaNode, why: str) -> bool:
         quota = self.quota
-        seen = Search(
-            leaf.name,
-            dict(job.demand),
-            quota.deficit(leaf, job.demand),
-            tuple(r for r in quota.resources if job.demand.get(r, 0)),
-            {name: dict(node.total) for name, node in quota.nodes.items()},
-            {name: dict(node.guarantee) for name, node in quota.nodes.items()},
-        )
+        # the victims of earlier searches are leaving: the quota is judged without them
+        demand = {admitted.ref: admitted.demand for admitted in self.admitted}
+        leaving = [
+            (quota.nodes[d.queue], demand[d.binding])
+            for d in self.decisions
+            if d.action == Action.PREEMPT and d.queue in quota.nodes
+        ]
+        for node, amount in leaving:
+            quota.remove(node, amount)
+        try:
+            seen = Search(
+                leaf.name,
+                dict(job.demand),
+                quota.deficit(leaf, job.demand),
+                tuple(r for r in quota.resources if job.demand.get(r, 0)),
+                {name: dict(node.total) for name, node in quota.nodes.items()},
+                {name: dict(node.guarantee) for name, node in quota.nodes.items()},
+            )
+        finally:
+            for node, amount in leaving:
+                quota.add(node, amount)
         found = super()._preempt(job, leaf, why)
         if found:
             self.searches[job.ref] = seen
@@ -214,6 +228,27 @@ RECLAIM_KEEPS_THE_GUARANTEE = {
 keeps its 16) and x's, though b's other jobs have the lower priority."""
 
 
+SECOND_RECLAIM = {
+    "policies": [
+        queue("a", guarantee={GPU: 22}),
+        queue("big", priority=1, guarantee={GPU: 8}, preemption={"reclaim": "Any"}),
+        queue("small", guarantee={GPU: 8}, preemption={"reclaim": "Any"}),
+    ],
+    "clusters": [{"name": "c0", "nodes": 4, "node": GPU_NODE, "models": False}],
+    "jobs": [
+        *(
+            {"name": f"a{i}", "queue": "a", "priority": 0, "pod": {GPU: 1}, "admitted": "c0"}
+            for i in range(32)
+        ),
+        {"name": "big", "queue": "big", "priority": 0, "pod": {GPU: 8}, "at": 1},
+        {"name": "small", "queue": "small", "priority": 0, "pod": {GPU: 3}, "at": 1},
+    ],
+}
+"""a runs 32 one-GPU jobs on the fleet's 32 GPUs, 10 above its guarantee. ``big`` (the higher
+queue priority: it goes first) reclaims 8 of them; once they have left, a runs 24, so ``small``
+may take only 2 more of them, not the 3 it needs: it waits."""
+
+
 def reclaim_problems(victim: Any, preemptor: str, seen: Search, taken: Mapping[str, int]) -> list:
     """Why ``victim`` (a Preempt decision of another queue) breaks the reclaim rule."""
     owner = victim.queue
@@ -243,6 +278,7 @@ def reclaim_problems(victim: Any, preemptor: str, seen: Search, taken: Mapping[s
 @given(scenario=scenarios(preemptive=True))
 @example(scenario=BORROWS_WHAT_IT_IS_NOT_SHORT_OF)
 @example(scenario=RECLAIM_KEEPS_THE_GUARANTEE)
+@example(scenario=SECOND_RECLAIM)
 def test_reclaim_victims_borrow_what_the_preemptor_is_short_of(
     scenario: dict[str, Any], load: Any
 ) -> None:

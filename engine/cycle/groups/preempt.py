@@ -103,15 +103,16 @@ def attempt(cycle: Searching, unit: Unit, leaf: QuotaNode, refused: Outcome) -> 
         representative = replace(
             representative, mapped=replace(representative.mapped, priority=lowest)
         )
-    search = Search(representative, leaf, queue, quota, index)
-    if not (search.owners or search.lower) or search.hopeless():
-        return None
-    cycle.searched.add(leaf.name)
-    chosen = _choose(unit, search, cycle.placer, cycle.clusters)
-    if chosen is None or cycle.victims_spent(len(chosen[1])):
-        return None
-    nominated, victims = chosen
-    return _take(unit, leaf, quota, index, cycle.clusters, search, nominated, victims, refused)
+    with index.gone(quota):  # what earlier victims free is not paid for again
+        search = Search(representative, leaf, queue, quota, index)
+        if not (search.owners or search.lower) or search.hopeless():
+            return None
+        cycle.searched.add(leaf.name)
+        chosen = _choose(unit, search, cycle.placer, cycle.clusters)
+        if chosen is None or cycle.victims_spent(len(chosen[1])):
+            return None
+        nominated, victims = chosen
+        return _take(unit, leaf, quota, index, cycle.clusters, search, nominated, victims, refused)
 
 
 def _choose(

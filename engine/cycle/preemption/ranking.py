@@ -22,6 +22,7 @@ from engine.cycle.placement.capacity import ClusterState
 from engine.cycle.preemption.search import MOST_VICTIMS, Search, allowed
 from engine.cycle.preemption.victims import VictimIndex
 from engine.cycle.quota.tree import QuotaNode, QuotaTree
+from engine.policy.model import Queue
 from engine.policy.policyset import PolicySet
 
 EXAMINED = 8  # clusters given the full victim search in one preemption attempt
@@ -62,22 +63,26 @@ def search(cycle: Searching, job: PendingJob, leaf: QuotaNode) -> Preemption | N
     shape = (leaf.name, job.mapped.priority, pods, len(cycle.victims.taken))
     if shape in cycle.no_victims:
         return None
+    with cycle.victims.gone(cycle.quota):  # what earlier victims free is not paid for again
+        chosen = _search(cycle, job, leaf, queue)
+    if chosen is None:
+        cycle.no_victims.add(shape)
+    return chosen
+
+
+def _search(cycle: Searching, job: PendingJob, leaf: QuotaNode, queue: Queue) -> Preemption | None:
     found = Search(job, leaf, queue, cycle.quota, cycle.victims)
     if not (found.owners or found.lower) or found.hopeless():
-        cycle.no_victims.add(shape)  # nobody it may take, or not enough
-        return None
+        return None  # nobody it may take, or not enough
     names = cycle.placer.candidates(job, cycle.placer.job_key(job)).names
     clusters = cycle.clusters
     targets = [n for n in names if clusters[n].could_ever_hold(job.pods, job.demand)]
     if not targets:
-        cycle.no_victims.add(shape)
         return None
     cycle.searched.add(leaf.name)
     chosen = choose(found, clusters, targets)
     if chosen is not None and cycle.victims_spent(len(chosen.victims)):
         chosen = None  # more than this cycle may still preempt: the next cycle tries again
-    if chosen is None:
-        cycle.no_victims.add(shape)
     return chosen
 
 

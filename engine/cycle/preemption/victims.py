@@ -1,12 +1,15 @@
 """What preemption searches over: the admitted jobs that may be taken, indexed once per cycle;
 the candidates of a quota shortfall grouped by queue (``Pool``); the quota updates a search
 makes on trial (undone before it ends); the checks a victim must pass (its queue keeps its
-guarantee). The bounds computed from them are in ``bounds.py``."""
+guarantee). The bounds computed from them are in ``bounds.py``. Past 400 lines: the index
+keeps per-cycle caches (borrowers, freeing, pools) that the quota updates on trial, and the
+quota seen with the cycle's victims gone (``VictimIndex.gone``), must stay in step with."""
 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -92,6 +95,24 @@ class VictimIndex:
         for v in victims:
             self.taken.add(v.ref)
             self._taken_of.setdefault(v.mapped.queue, []).append(v)
+
+    @contextmanager
+    def gone(self, quota: QuotaTree) -> Iterator[None]:
+        """The quota as it will be once the victims taken this cycle have left, for a later
+        search. They count until they terminate, and each preemptor's demand is held on top of
+        them so that no later job takes what it will need; a later search would otherwise pay
+        for that room again, and judge the borrowers' guarantees by usage they are losing."""
+        entries = [
+            (owner, v.demand)
+            for queue, taken in self._taken_of.items()
+            if (owner := quota.node(queue)) is not None
+            for v in taken
+        ]
+        update(quota, entries, quota.remove)
+        try:
+            yield
+        finally:
+            put_back(quota, entries)
 
     def below(self, queue: str, priority: int) -> Vec:
         """The summed demand of the victims of ``queue`` not taken yet whose priority is
