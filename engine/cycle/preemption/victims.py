@@ -70,6 +70,7 @@ class VictimIndex:
                 self.on_cluster.setdefault(name, []).append(victim)
         self.taken: set[str] = set()
         self._taken_of: dict[str, list[AdmittedJob]] = {}  # queue → its victims taken
+        self._taken_sum: dict[str, Vec] = {}  # queue → its taken victims' demand, summed
         # queue → (its victims' priorities, in order; their demand summed over each prefix)
         self._sums: dict[str, tuple[list[int], list[Vec]]] = {}
         # resources → (borrowing queues, [length of ``quota.touched`` seen, them frozen])
@@ -95,6 +96,7 @@ class VictimIndex:
         for v in victims:
             self.taken.add(v.ref)
             self._taken_of.setdefault(v.mapped.queue, []).append(v)
+            vectors.add_into(self._taken_sum.setdefault(v.mapped.queue, {}), v.demand)
 
     @contextmanager
     def gone(self, quota: QuotaTree) -> Iterator[None]:
@@ -102,17 +104,16 @@ class VictimIndex:
         search. They count until they terminate, and each preemptor's demand is held on top of
         them so that no later job takes what it will need; a later search would otherwise pay
         for that room again, and judge the borrowers' guarantees by usage they are losing."""
-        entries = [
-            (owner, v.demand)
-            for queue, taken in self._taken_of.items()
-            if (owner := quota.node(queue)) is not None
-            for v in taken
-        ]
-        update(quota, entries, quota.remove)
-        try:
+        if not self.taken:
             yield
-        finally:
-            put_back(quota, entries)
+            return
+        entries = [
+            (owner, amount)
+            for queue, amount in self._taken_sum.items()
+            if (owner := quota.node(queue)) is not None
+        ]
+        with quota.apart(entries, len(self.taken)):  # taken only grows
+            yield
 
     def below(self, queue: str, priority: int) -> Vec:
         """The summed demand of the victims of ``queue`` not taken yet whose priority is

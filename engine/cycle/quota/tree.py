@@ -14,6 +14,9 @@ The queue tree hangs under a virtual root, the fleet. For each resource any queu
 - Independently, a queue's and every ancestor's raw usage + demand must stay ≤ ``max``.
 
 Resources no queue names are not limited by quota (placement still checks capacity).
+
+Past 400 lines: checks, updates and the two looks at another state (``trial``, ``apart``)
+share the version that keeps every cache of the quota right.
 """
 
 from __future__ import annotations
@@ -109,6 +112,8 @@ class QuotaTree:
             node.up = node.path
         self.version = 0  # a new value on every add and remove, back after a ``trial``
         self._clock = 0
+        # ``apart``'s last state: ((version, key), its version, its nodes' total and usage)
+        self._apart: tuple[tuple[int, object], int, list[tuple[QuotaNode, Vec, Vec]]] | None = None
         self._potential: dict[tuple[str, str], int] = {}
         self.touched: list[str] = []  # the queue of every add and remove (not undone), in order
         self._checked: dict[tuple[str, tuple], tuple[int, QuotaMiss | None]] = {}
@@ -155,8 +160,7 @@ class QuotaTree:
         return max(0, node.guaranteed[r] - usage) + from_parent
 
     def potential(self, node: QuotaNode, r: str) -> int:
-        """The most ``node`` could use with every other queue idle (Kueue potentialAvailable).
-        It does not depend on usage: computed once per node and resource."""
+        """The most ``node`` could use with every other queue idle (Kueue potentialAvailable)."""
         key = (node.name, r)
         found = self._potential.get(key)
         if found is None:
@@ -173,14 +177,10 @@ class QuotaTree:
         return most
 
     def check(self, leaf: QuotaNode, demand: Mapping[str, int]) -> QuotaMiss | None:
-        """None when ``demand`` can be admitted into ``leaf`` now.
-
-        A demand within ``room`` passes every test of ``_check``: room is at most ``available``
-        and each ``max`` minus its usage, which is never negative (nor are demands), so it is
-        within each ``max`` and ``potential`` too. Room is kept while the usage it reads is
-        unchanged: that of the queues on the leaf's path and of the root, counted by
-        ``changes`` (which only grow, so their sum is a new one after any change). A miss, with
-        its message, is kept per demand for as long."""
+        """None when ``demand`` can be admitted into ``leaf`` now. A demand within ``room``
+        passes every test of ``_check`` (room is at most ``available`` and each ``max`` minus a
+        usage never negative). Room, and a miss per demand, are kept while the usage of the
+        leaf's path and the root is unchanged: their ``changes``, which only grow, sum alike."""
         stamp = self.root.changes
         for node in leaf.up:
             stamp += node.changes
@@ -341,6 +341,47 @@ class QuotaTree:
             raise
         self.version = version
         del self.touched[touched:]  # the same state: nothing was touched
+
+    @contextmanager
+    def apart(
+        self, entries: Sequence[tuple[QuotaNode, Mapping[str, int]]], key: object
+    ) -> Iterator[None]:
+        """The quota with ``entries`` (leaf, amount) removed during the block, then the state
+        and version before. The same ``key`` from the same version swaps in the last block's
+        nodes under its version (what callers keep by version holds); ``touched`` names them."""
+        before, memo = self.version, (self.version, key)
+        names = [leaf.name for leaf, _ in entries]
+        if self._apart is not None and self._apart[0] == memo:
+            version, states = self._apart[1], self._apart[2]
+            originals = [(n, n.total, n.usage) for n, _, _ in states]
+            self._swap(states, names)
+        else:
+            nodes = {self.root.name: self.root}
+            for leaf, _ in entries:
+                nodes.update((n.name, n) for n in leaf.path)
+            originals = [(n, n.total, n.usage) for n in nodes.values()]
+            for n in nodes.values():
+                n.total, n.usage = dict(n.total), dict(n.usage)
+            for leaf, amount in entries:
+                self.remove(leaf, amount)
+            version, states = self.version, [(n, n.total, n.usage) for n in nodes.values()]
+        self._apart = None  # until the block ends as it began
+        self.version = version
+        try:
+            yield
+        except BaseException:  # changes it left stay (as with ``trial``), under a new version
+            for leaf, amount in entries:
+                self.add(leaf, amount)
+            raise
+        self._swap(originals, names)
+        self.version = before
+        self._apart = (memo, version, states)
+
+    def _swap(self, states: Sequence[tuple[QuotaNode, Vec, Vec]], names: Iterable[str]) -> None:
+        for node, total, usage in states:
+            node.total, node.usage = total, usage
+            node.changes += 1
+        self.touched.extend(names)
 
     def add(self, leaf: QuotaNode, amount: Mapping[str, int]) -> None:
         self._clock += 1
