@@ -96,3 +96,17 @@ def test_a_block_that_raises_leaves_a_new_version() -> None:
     assert _state(tree) == _without(0, more_b=1000)
     with tree.apart([(a, {"cpu": 5000})], key=1):  # computed again from the state now
         assert _state(tree) == _without(5000, more_b=1000)
+
+
+def test_a_change_the_block_makes_for_good_stays() -> None:
+    """A change not undone inside the block (not on trial) is not swapped away: the state is
+    the one before with the change, under a new version, and the next block computes anew."""
+    tree = _tree()
+    a, b = tree.nodes["a"], tree.nodes["b"]
+    version = tree.version
+    with tree.apart([(a, {"cpu": 5000})], key=1):
+        tree.add(b, {"cpu": 1000})  # counted on b, p and the root alike
+    assert _state(tree) == _without(0, more_b=1000)
+    assert tree.version != version
+    with tree.apart([(a, {"cpu": 5000})], key=1):
+        assert _state(tree) == _without(5000, more_b=1000)

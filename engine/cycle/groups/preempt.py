@@ -109,10 +109,10 @@ def attempt(cycle: Searching, unit: Unit, leaf: QuotaNode, refused: Outcome) -> 
             return None
         cycle.searched.add(leaf.name)
         chosen = _choose(unit, search, cycle.placer, cycle.clusters)
-        if chosen is None or cycle.victims_spent(len(chosen[1])):
-            return None
-        nominated, victims = chosen
-        return _take(unit, leaf, quota, index, cycle.clusters, search, nominated, victims, refused)
+    if chosen is None or cycle.victims_spent(len(chosen[1])):
+        return None
+    nominated, victims = chosen  # taken with the earlier victims counted again: they still run
+    return _take(unit, leaf, quota, index, cycle.clusters, search, nominated, victims, refused)
 
 
 def _choose(

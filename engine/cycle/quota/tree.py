@@ -307,14 +307,13 @@ class QuotaTree:
         return room
 
     def headroom(self, leaf: QuotaNode, demand: Mapping[str, int]) -> Vec:
-        """Per quota resource ``demand`` holds, ``room`` minus the demand (negative: that much
-        is missing)."""
+        """Per quota resource ``demand`` holds, ``room`` minus it (negative: that much short)."""
         needs = [r for r in self.resources if demand.get(r, 0)]
         return {r: v - demand[r] for r, v in self.room(leaf, needs).items()}
 
     def deficit(self, leaf: QuotaNode, demand: Mapping[str, int]) -> Vec:
-        """Per resource, how much of ``demand`` does not fit ``leaf`` now. Empty exactly when
-        ``check`` passes, provided the demand is within ``potential`` and every ``max``."""
+        """Per resource, how much of ``demand`` does not fit ``leaf`` now: empty exactly when
+        ``check`` passes, the demand being within ``potential`` and every ``max``."""
         return {r: -v for r, v in self.headroom(leaf, demand).items() if v < 0}
 
     def within_guarantee(self, leaf: QuotaNode, demand: Mapping[str, int]) -> bool:
@@ -336,8 +335,7 @@ class QuotaTree:
         try:
             yield
         except BaseException:
-            self._clock += 1
-            self.version = self._clock
+            self.version = self._clock = self._clock + 1
             raise
         self.version = version
         del self.touched[touched:]  # the same state: nothing was touched
@@ -347,8 +345,8 @@ class QuotaTree:
         self, entries: Sequence[tuple[QuotaNode, Mapping[str, int]]], key: object
     ) -> Iterator[None]:
         """The quota with ``entries`` (leaf, amount) removed during the block, then the state
-        and version before. The same ``key`` from the same version swaps in the last block's
-        nodes under its version (what callers keep by version holds); ``touched`` names them."""
+        and version before (unless it changed the quota). The same ``key`` from the same version
+        swaps in the last block's nodes and version (callers keep by version); ``touched`` too."""
         before, memo = self.version, (self.version, key)
         names = [leaf.name for leaf, _ in entries]
         if self._apart is not None and self._apart[0] == memo:
@@ -367,15 +365,18 @@ class QuotaTree:
             version, states = self.version, [(n, n.total, n.usage) for n in nodes.values()]
         self._apart = None  # until the block ends as it began
         self.version = version
+        kept = False  # the block raised or made a change of its own: that change stays
         try:
             yield
-        except BaseException:  # changes it left stay (as with ``trial``), under a new version
-            for leaf, amount in entries:
-                self.add(leaf, amount)
-            raise
-        self._swap(originals, names)
-        self.version = before
-        self._apart = (memo, version, states)
+            kept = self.version == version
+        finally:
+            if kept:
+                self._swap(originals, names)
+                self.version = before
+                self._apart = (memo, version, states)
+            else:  # as after a ``trial`` that raised: the state with it, a new version
+                for leaf, amount in entries:
+                    self.add(leaf, amount)
 
     def _swap(self, states: Sequence[tuple[QuotaNode, Vec, Vec]], names: Iterable[str]) -> None:
         for node, total, usage in states:
