@@ -76,19 +76,27 @@ def test_a_request_naming_another_host_is_refused(client, host: str) -> None:
     assert answer.status_code == 403 and "127.0.0.1 only" in answer.json["message"]
 
 
-def test_fleetgate_dashboard_says_its_address_and_stops_on_sigterm(kubeconfig: Path) -> None:
+def test_fleetgate_dashboard_says_its_address_and_stops_on_sigterm(
+    kubeconfig: Path, tmp_path: Path
+) -> None:
     command = [sys.executable, "-m", "fleetgate", "dashboard", "--kubeconfig", str(kubeconfig),
                "--port", "0"]  # fmt: skip
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    process = subprocess.Popen(
-        command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
-    )
+    errors = tmp_path / "stderr"  # a file, not a pipe nobody reads: a full pipe would block it
+    with errors.open("w") as stderr:
+        process = subprocess.Popen(
+            command, cwd=REPO, stdout=subprocess.PIPE, stderr=stderr, text=True, env=env
+        )
     try:
         assert process.stdout is not None
         line = eventually_value(lambda: process.stdout.readline() or None, 60)
         assert line.startswith("dashboard: http://127.0.0.1:"), line
         process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=30) == 0
+        try:
+            code = process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"not stopped on SIGTERM:\n{errors.read_text()}") from None
+        assert code == 0, errors.read_text()
     finally:
         if process.poll() is None:
             process.kill()
