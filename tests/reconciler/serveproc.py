@@ -13,6 +13,7 @@ import urllib.request
 from pathlib import Path
 
 from tests.conftest import REPO
+from tests.waiting import eventually_value
 
 ELECTION = ("--lease-duration", "3", "--renew-deadline", "2", "--retry-period", "0.5")
 
@@ -75,6 +76,17 @@ class ServeProcess:
                 break
             time.sleep(0.1)
         raise AssertionError(f"serve {self.identity} not ready:\n{self.stderr()}")
+
+    def address(self, what: str, timeout: float = 30.0) -> str:
+        """The URL serve prints for ``what`` (``webhook``, ``visibility``). Serve prints its
+        addresses at once after the api line ``wait_ready`` waits for; the reader appends them
+        in turn, so this one may come a moment later."""
+
+        def printed() -> str | None:
+            lines = [x.strip() for x in self.lines]
+            return next((x.split(": ", 1)[1] for x in lines if x.startswith(f"{what}: ")), None)
+
+        return eventually_value(printed, timeout, f"serve {self.identity}'s {what} address")
 
     def get(self, path: str) -> tuple[int, str]:
         try:

@@ -89,8 +89,7 @@ def test_serve_runs_the_webhook_in_process(kubeconfig: Path, tmp_path, sandbox: 
     )
     try:
         served.wait_ready()
-        webhook = next(line for line in served.lines if line.strip().startswith("webhook: "))
-        url = webhook.split("webhook: ", 1)[1].strip()
+        url = served.address("webhook")
         context = ssl.create_default_context(cafile=str(ca_file))
         context.check_hostname = False
         with urllib.request.urlopen(url + "/readyz", timeout=5, context=context) as answer:

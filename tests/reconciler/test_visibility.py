@@ -24,7 +24,6 @@ from sandbox.karmada.names import DURATION_ANNOTATION
 from tests.reconciler.serveproc import ServeProcess
 from tests.reconciler.test_loop import binding, clock, custom, eventually, fleet_world, submit
 from tests.sandbox.test_webhooks import pytorchjob
-from tests.waiting import eventually_value
 from tests.webhook.helpers import write_certificates
 
 __all__ = ["clock", "custom", "fleet_world"]  # fixtures used by name
@@ -118,14 +117,7 @@ def serve_two_tenants(
 
 
 def visibility_url(process: ServeProcess) -> str:
-    """The address serve prints; its reader may take the line a moment after the api line
-    that ``wait_ready`` waits for (serve prints them at once, the reader appends them in turn)."""
-
-    def printed() -> str | None:
-        return next((x for x in process.lines if x.strip().startswith("visibility: ")), None)
-
-    line = eventually_value(printed, 30)
-    return line.split("visibility: ", 1)[1].strip()
+    return process.address("visibility")
 
 
 def test_the_visibility_api_answers_only_the_front_proxy_and_one_namespace_at_a_time(
