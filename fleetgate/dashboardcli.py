@@ -4,9 +4,7 @@
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
-import threading
 from typing import Any
 
 
@@ -26,6 +24,7 @@ def add_parser(commands: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from fleetgate.dashboardserver import DashboardServer
     from fleetgate.liveapi import Live, LiveError
+    from webhook.stopsignal import StopSignals
 
     try:
         live = Live(args.kubeconfig, args.context)
@@ -39,12 +38,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"fleetgate: cannot listen on 127.0.0.1:{args.port}: {error}", file=sys.stderr)
         live.close()
         return 1
-    done = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):  # before the address: who reads it may stop us
-        signal.signal(sig, lambda *_: done.set())
+    stopping = StopSignals()  # before the address: who reads it may stop us
     print(f"dashboard: {server.url}", flush=True)
     try:
-        done.wait()
+        stopping.wait()
+        stopping.close()
     finally:
         server.stop()
         live.close()

@@ -32,7 +32,6 @@ import datetime as dt
 import functools
 import logging
 import os
-import signal
 import socket
 import sys
 import threading
@@ -60,6 +59,7 @@ from reconciler.settings import ReconcilerSettings
 from reconciler.writers import DEFAULT_WRITE_WORKERS
 from webhook import certargs
 from webhook.certmanager import CertManager
+from webhook.stopsignal import StopSignals
 
 log = logging.getLogger("fleetgate.reconciler.serve")
 USER_AGENT = "fleetgate-reconciler"
@@ -385,9 +385,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"fleetgate serve: {error}", file=sys.stderr)
         return EXIT_USAGE
     identity = args.identity or default_identity()
-    stop = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
+    stop = StopSignals()
     try:
         serving = start_all(args, identity)
     except FleetgateError as error:
@@ -397,6 +395,7 @@ def run(args: argparse.Namespace) -> int:
     lines += [f"  {what}: {url}" for what, url in serving.addresses.items()]
     print("\n".join(lines), flush=True)
     stop.wait()
+    stop.close()
     log.info("stopping")
     watchdog = threading.Timer(args.shutdown_timeout, _overran, (args.shutdown_timeout,))
     watchdog.daemon = True

@@ -11,9 +11,7 @@ import argparse
 import json
 import logging
 import os
-import signal
 import sys
-import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -179,6 +177,7 @@ def run(args: argparse.Namespace) -> int:
     from sandbox.server import Sandbox
     from sandbox.store import Store
     from sandbox.writelog import WriteLog
+    from webhook.stopsignal import StopSignals
 
     logging.basicConfig(
         level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -211,9 +210,7 @@ def run(args: argparse.Namespace) -> int:
     )
     faults = Faults(seed=args.seed).attach(sandbox)
     WriteLog().attach(sandbox)  # GET /sandbox/writes: who wrote what (docs/reconciler.md)
-    stop = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
+    stop = StopSignals()
     try:
         url = sandbox.start(port=args.port, host=args.host)
         kubeconfig = sandbox.write_kubeconfig(args.kubeconfig_out).resolve()
@@ -246,6 +243,7 @@ def run(args: argparse.Namespace) -> int:
     addresses = estimators.addresses if estimators is not None else None
     _announce(url, kubeconfig, fleet_file, controllers, args.speed, addresses)
     stop.wait()
+    stop.close()
     log.info("stopping")
     if estimators is not None:
         estimators.stop()

@@ -13,14 +13,13 @@ import argparse
 import functools
 import gc
 import logging
-import signal
 import sys
-import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine import argtypes
 from webhook import certargs
+from webhook.stopsignal import StopSignals
 
 if TYPE_CHECKING:
     from reconciler.informer import Informer
@@ -234,13 +233,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"fleetgate webhook: cannot start: {err}", file=sys.stderr)
         return EXIT_FAILED
     _tune_for_latency()
-    stop = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
+    stop = StopSignals()
     host, port = server.address
     log.info("serving %s://%s:%d (policies: %s)", server.scheme, host, port, directory)
     with poller:
         stop.wait()
+    stop.close()
     log.info("shutting down")
     server.stop()
     if managed is not None:
