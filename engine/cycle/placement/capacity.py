@@ -278,20 +278,9 @@ class ClusterState:
         return self._place_nodes(dict(self.nodes), groups)[1]
 
     def _room_for_all(self, groups: Sequence[PodGroup]) -> bool:
-        """A cheap "yes" that is the greedy layout's answer too: every pod fits when the nodes
-        hold as many pods as all groups have, each counted at the largest request of any group
-        per resource. A pod takes at most one such slot from its node, and the greedy layout
-        leaves a group's pods behind only when no node has a slot left."""
-        if not self._room_bounds:
-            return False
-        largest: list[int] = [0] * len(self.model)
-        pods = 0
-        for g in groups:
-            shape = self._shape(g.requests)
-            if any(shape):
-                largest = [max(a, b) for a, b in zip(largest, shape, strict=True)]
-                pods += g.count
-        return self._room(tuple(largest)) >= pods if pods else True
+        """``nodes.room_for_all`` of the groups (False where room may be negative)."""
+        shaped = [(self._shape(g.requests), g) for g in groups]
+        return self._room_bounds and nodes_of.room_for_all(shaped, self._room)
 
     def _room(self, shape: tuple[int, ...]) -> int:
         """How many pods of ``shape`` (modelled resources) the nodes hold now."""

@@ -160,17 +160,11 @@ class Upper:
             return not any(need) or nodes_of.room(nodes, need)[0] >= group.count
         if min(chain.from_iterable(nodes), default=0) < 0:  # the bounds below need room ≥ 0
             return nodes_of.place(dict(nodes), shaped)[1] is None
-        # as ClusterState's: a group that lacks room alone lacks it beside the others; all fit
-        # when the nodes hold every pod at the largest request of any group per resource
-        largest: Shape = ()
-        pods = 0
+        # as ClusterState's: a group that lacks room alone lacks it beside the others
         for need, group in shaped:
-            if any(need):
-                if nodes_of.room(nodes, need)[0] < group.count:
-                    return False
-                largest = tuple(map(max, largest, need)) if largest else need
-                pods += group.count
-        if not pods or nodes_of.room(nodes, largest)[0] >= pods:
+            if any(need) and nodes_of.room(nodes, need)[0] < group.count:
+                return False
+        if nodes_of.room_for_all(shaped, lambda shape: nodes_of.room(nodes, shape)[0]):
             return True
         return nodes_of.place(dict(nodes), shaped)[1] is None
 

@@ -6,7 +6,7 @@ or taken again as nodes of their own)."""
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TypeAlias
 
 from engine.cycle.jobs.model import PodGroup
@@ -76,6 +76,21 @@ def room(nodes: Mapping[Shape, int], shape: Shape) -> tuple[int, int]:
             pods += n * per
             count += n
     return pods, count
+
+
+def room_for_all(shaped: Sequence[tuple[Shape, PodGroup]], room_of: Callable[[Shape], int]) -> bool:
+    """A cheap "yes" that is the greedy layout's answer too, on nodes with no negative room
+    (``room_of``: pods of a shape they hold): every pod fits when the nodes hold as many pods
+    as all groups have, each counted at the largest request of any group per resource. A pod
+    takes at most one such slot from its node, and the greedy layout leaves a group's pods
+    behind only when no node has a slot left."""
+    largest: list[int] = []
+    pods = 0
+    for shape, group in shaped:
+        if any(shape):
+            largest = [max(a, b) for a, b in zip(largest or [0] * len(shape), shape, strict=True)]
+            pods += group.count
+    return room_of(tuple(largest)) >= pods if pods else True
 
 
 def carried(pods: int, count: int, moved: Sequence[Move], shape: Shape) -> tuple[int, int]:
