@@ -24,10 +24,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import NamedTuple
 
 from engine import vectors
-from engine.cycle.reasons import Reason
+from engine.cycle.quota import misses
+from engine.cycle.quota.misses import QuotaMiss
 from engine.policy.model import Queue
 from engine.vectors import Vec
 
@@ -63,12 +63,6 @@ class QuotaNode:
             found.append(node)
             node = node.parent
         return tuple(found)
-
-
-class QuotaMiss(NamedTuple):  # a named tuple: faster to build than a frozen dataclass
-    reason: Reason  # WAITING_FOR_QUOTA, or EXCEEDS_MAX_QUOTA when it can never fit
-    message: str
-    short: Vec  # per resource, how much is missing
 
 
 class QuotaTree:
@@ -205,35 +199,16 @@ class QuotaTree:
             for r, cap in node.max.items():
                 need = demand.get(r, 0)
                 if need > cap:
-                    return QuotaMiss(
-                        Reason.EXCEEDS_MAX_QUOTA,
-                        f"needs {vectors.describe(r, need)} {r}, more than the max "
-                        f"{vectors.describe(r, cap)} of queue {node.name}",
-                        {r: need - cap},
-                    )
+                    return misses.above_max(node.name, r, need, cap)
         for r in self.resources:
             need = demand.get(r, 0)
             if need and need > self.potential(leaf, r):
-                most = self.potential(leaf, r)
-                return QuotaMiss(
-                    Reason.WAITING_FOR_QUOTA,
-                    f"needs {vectors.describe(r, need)} {r}; queue {leaf.name} can get at most "
-                    f"{vectors.describe(r, most)} with the fleet as it is, even if every other "
-                    "queue were idle (guarantees, borrowing limits, Ready capacity)",
-                    {r: need - most},
-                )
+                return misses.beyond_reach(leaf.name, r, need, self.potential(leaf, r))
         for node in leaf.path:
             for r, cap in node.max.items():
                 need = demand.get(r, 0)
                 if need and node.total.get(r, 0) + need > cap:
-                    used = node.total.get(r, 0)
-                    text = vectors.describe
-                    return QuotaMiss(
-                        Reason.WAITING_FOR_QUOTA,
-                        f"queue {node.name} max {text(r, cap)} {r}: "
-                        f"{text(r, used)} in use, job needs {text(r, need)}",
-                        {r: used + need - cap},
-                    )
+                    return misses.at_max(node.name, r, need, cap, node.total.get(r, 0))
         short: Vec = {}
         for r in self.resources:
             need = demand.get(r, 0)
@@ -244,15 +219,8 @@ class QuotaTree:
         if short:
             r = min(short)
             need = demand[r]
-            free = need - short[r]
             used, guarantee = leaf.total.get(r, 0), leaf.guarantee.get(r, 0)
-            return QuotaMiss(
-                Reason.WAITING_FOR_QUOTA,
-                f"insufficient unused quota for {r} in queue {leaf.name}: needs "
-                f"{vectors.describe(r, need)}, {vectors.describe(r, free)} available "
-                f"(guarantee {vectors.describe(r, guarantee)}, in use {vectors.describe(r, used)})",
-                short,
-            )
+            return misses.short_of(leaf.name, r, need, need - short[r], guarantee, used, short)
         return None
 
     def room(self, leaf: QuotaNode, resources: Iterable[str]) -> Vec:
