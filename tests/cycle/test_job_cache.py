@@ -331,3 +331,84 @@ def test_admitted_jobs_are_read_again_under_a_new_policy_version(tmp_path: Path)
     third, _ = warm_equals_cold(snap, other, cache)
     assert not any(j is k for j, k in zip(first.admitted, second.admitted, strict=True))
     assert all(j is k for j, k in zip(second.admitted, third.admitted, strict=True))
+
+
+# --- a new workloads map: only the templates that differ are read again --------------------------
+def without_job(snap: Snapshot, name: str) -> Snapshot:
+    """``snap`` whose workloads map (a new object) no longer has job ``name``'s template."""
+    key = next(b.resource.key for b in snap.bindings if b.resource.name == name)
+    workloads = {k: w for k, w in snap.workloads.items() if k != key}
+    return dataclasses.replace(snap, workloads=FrozenDict(workloads))
+
+
+def quick_names(cache: JobCache, snap: Snapshot, policy: PolicySet) -> set[str]:
+    found = cache.quick(snap, policy.version)
+    live = {id(b) for b in snap.bindings}
+    return {job.binding.resource.name for key, job in found.items() if key in live}
+
+
+def test_a_new_workloads_map_keeps_the_jobs_whose_template_is_the_same(tmp_path: Path) -> None:
+    # one job's template changes (one comes, one goes): the next cycle finds every other
+    # waiting job kept, without reading it again, and reads that one anew
+    policy, snap, cache = policies(tmp_path), snapshot(), JobCache()
+    warm_equals_cold(snap, policy, cache)
+    assert quick_names(cache, snap, policy) == {"a", "b", "c", "d"}
+    changed = replace_job(snap, "a", labels=FrozenDict({"fleetgate.io/queue": "q", "zone": "a"}))
+    assert quick_names(cache, changed, policy) == {"b", "c", "d"}
+    warm_equals_cold(changed, policy, cache)  # reads a again and keeps it for this map
+    assert quick_names(cache, changed, policy) == {"a", "b", "c", "d"}
+    gone = without_job(changed, "c")
+    assert quick_names(cache, gone, policy) == {"a", "b", "d"}
+    _, result = warm_equals_cold(gone, policy, cache)
+    assert by_name(result)["c"].reason == "WaitingForTemplate"
+    # c's template comes back as the very object it was: c is still read again
+    assert quick_names(cache, changed, policy) == {"a", "b", "d"}
+
+
+def test_a_new_workloads_map_keeps_the_admitted_jobs_whose_template_is_the_same(
+    tmp_path: Path,
+) -> None:
+    policy, snap, cache = policies(tmp_path), builders.snapshot(RUNNING), JobCache()
+    first, _ = warm_equals_cold(snap, policy, cache)
+    changed = replace_job(snap, "b", labels=FrozenDict({"fleetgate.io/queue": "q", "x": "y"}))
+    held = cache.quick_admitted(changed, policy.version, NOW)
+    assert {j.binding.resource.name for j in held.values()} == {"run"}  # fly is in flight
+    moved = replace_job(snap, "run", labels=FrozenDict({"fleetgate.io/queue": "q", "x": "y"}))
+    assert not cache.quick_admitted(moved, policy.version, NOW)
+    second, _ = warm_equals_cold(moved, policy, cache)
+    kept = {j.ref: j for j in first.admitted}
+    for job in second.admitted:  # fly, in flight, is kept for the same now by ``admitted``
+        assert (job is kept[job.ref]) == (job.ref == "team/fly-pytorchjob")
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["replace", "remove", "restore"]), st.sampled_from("abcd")),
+        max_size=8,
+    )
+)
+def test_kept_jobs_hold_the_templates_of_the_snapshot(
+    tmp_path_factory: pytest.TempPathFactory, edits: list[tuple[str, str]]
+) -> None:
+    # whatever templates come, go or change between cycles, each job the cache gives for a
+    # snapshot was read from that snapshot's very template, and a warm cycle decides as a cold
+    policy = policies(tmp_path_factory.mktemp("p"))
+    base, cache = snapshot(), JobCache()
+    snap = base
+    warm_equals_cold(snap, policy, cache)
+    for i, (edit, name) in enumerate(edits):
+        if edit == "replace" and any(b.resource.name == name for b in snap.bindings):
+            key = next(b.resource.key for b in snap.bindings if b.resource.name == name)
+            if key in snap.workloads:
+                snap = replace_job(snap, name, annotations=FrozenDict({"edit": str(i)}))
+        elif edit == "remove":
+            snap = without_job(snap, name)
+        else:  # the template as the first snapshot had it
+            key = next(b.resource.key for b in base.bindings if b.resource.name == name)
+            workloads = {**dict(snap.workloads.items()), key: base.workloads[key]}
+            snap = dataclasses.replace(snap, workloads=FrozenDict(workloads))
+        for key, job in cache.quick(snap, policy.version).items():
+            if any(id(b) == key for b in snap.bindings):
+                assert snap.workloads.get(job.binding.resource.key) is job.workload
+        warm_equals_cold(snap, policy, cache)

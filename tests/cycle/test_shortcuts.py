@@ -287,13 +287,19 @@ def test_kept_jobs_are_found_again_after_the_workloads_are_replaced(tmp_path: Pa
     first = Cycle(snap, policy, builders.NOW, cache)
     first.run()
     assert all(cache.kept(snap, policy.version, j.binding) is j for j in first.pending)
-    # equal workloads in another mapping: read through the slow path, then kept again
+    # the very workloads in another mapping: still kept
     copied = dataclasses.replace(snap, workloads=FrozenDict(snap.workloads.to_dict()))
-    assert all(cache.kept(copied, policy.version, j.binding) is None for j in first.pending)
+    assert all(cache.kept(copied, policy.version, j.binding) is j for j in first.pending)
     second = Cycle(copied, policy, builders.NOW, cache)
     assert second.run().to_json() == Cycle(copied, policy, builders.NOW).run().to_json()
     assert all(p is q for p, q in zip(first.pending, second.pending, strict=True))
-    assert all(cache.kept(copied, policy.version, j.binding) is j for j in first.pending)
+    # equal copies of the workloads: read through the slow path, then kept again
+    equal = {k: dataclasses.replace(w) for k, w in snap.workloads.items()}
+    alike = dataclasses.replace(snap, workloads=FrozenDict(equal))
+    assert all(cache.kept(alike, policy.version, j.binding) is None for j in first.pending)
+    third = Cycle(alike, policy, builders.NOW, cache)
+    assert third.run().to_json() == Cycle(alike, policy, builders.NOW).run().to_json()
+    assert all(cache.kept(alike, policy.version, j.binding) is j for j in third.pending)
 
 
 # --- milli-units -------------------------------------------------------------------------------
