@@ -118,26 +118,33 @@ class _Sorted(Generic[V]):
 
 
 class _Mapping(Generic[V]):
-    """A FrozenDict kept: rebuilt only after a change."""
+    """A FrozenDict kept: rebuilt only after a change, from its keys kept sorted (one new job
+    cost a sort of every template's key, 5 of the 9 ms a snapshot took after an arrival at
+    20,000 objects)."""
 
     def __init__(self) -> None:
         self.items: dict[Any, V] = {}
+        self._keys: list[Any] = []  # the keys of ``items``, sorted
         self._frozen: FrozenDict[Any, V] | None = FrozenDict()
 
     def put(self, key: Any, value: V) -> None:
-        if key in self.items and self.items[key] == value:
-            self.items[key] = value
-            return
+        if key in self.items:
+            if self.items[key] == value:
+                self.items[key] = value
+                return
+        else:
+            bisect.insort(self._keys, key)
         self.items[key] = value
         self._frozen = None
 
     def remove(self, key: Any) -> None:
         if self.items.pop(key, None) is not None:
+            del self._keys[bisect.bisect_left(self._keys, key)]
             self._frozen = None
 
     def frozen(self) -> FrozenDict[Any, V]:
         if self._frozen is None:
-            self._frozen = FrozenDict(self.items)
+            self._frozen = FrozenDict.in_order(self._keys, self.items)
         return self._frozen
 
 

@@ -180,8 +180,10 @@ def test_a_live_snapshot_equals_a_rebuild_after_any_changes(
     for step, op in enumerate(ops):
         apply(world, op, rng)
         if step % 3 == 2 or step == len(ops) - 1:
-            live = world.live.snapshot()
-            assert live == build_snapshot(world.pairs()), f"after {ops[: step + 1]}"
+            live, rebuilt = world.live.snapshot(), build_snapshot(world.pairs())
+            assert live == rebuilt, f"after {ops[: step + 1]}"
+            for part in ("workloads", "hyperjobs", "namespaces"):  # and in the rebuild's order
+                assert list(getattr(live, part)) == list(getattr(rebuilt, part)), part
     pairs = world.pairs()
     rng.shuffle(pairs)
     assert world.live.snapshot() == build_snapshot(pairs)  # the input's order never decides
