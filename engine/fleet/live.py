@@ -129,8 +129,7 @@ class _Mapping(Generic[V]):
 
     def put(self, key: Any, value: V) -> None:
         if key in self.items:
-            if self.items[key] == value:
-                self.items[key] = value
+            if self.items[key] == value:  # keep the object handed out: readers keep by identity
                 return
         else:
             bisect.insort(self._keys, key)

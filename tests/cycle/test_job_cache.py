@@ -381,34 +381,58 @@ def test_a_new_workloads_map_keeps_the_admitted_jobs_whose_template_is_the_same(
         assert (job is kept[job.ref]) == (job.ref == "team/fly-pytorchjob")
 
 
-@settings(max_examples=40, deadline=None)
+def with_twin(snap: Snapshot, name: str) -> Snapshot:
+    """``snap`` with a second binding of job ``name``'s template (another uid and name)."""
+    first = next(b for b in snap.bindings if b.resource.name == name)
+    twin = dataclasses.replace(first, name=f"{first.name}-twin", uid=f"{first.uid}-twin")
+    return dataclasses.replace(snap, bindings=(*snap.bindings, twin))
+
+
+EDITS = ["replace", "remove", "restore", "classes", "rebind"]
+
+
+@settings(max_examples=60, deadline=None)
 @given(
     st.lists(
-        st.tuples(st.sampled_from(["replace", "remove", "restore"]), st.sampled_from("abcd")),
+        st.tuples(st.sampled_from(EDITS), st.sampled_from(["a", "b", "c", "d", "run", "fly"])),
         max_size=8,
     )
 )
 def test_kept_jobs_hold_the_templates_of_the_snapshot(
     tmp_path_factory: pytest.TempPathFactory, edits: list[tuple[str, str]]
 ) -> None:
-    # whatever templates come, go or change between cycles, each job the cache gives for a
-    # snapshot was read from that snapshot's very template, and a warm cycle decides as a cold
+    # whatever templates come, go or change between cycles, whatever bindings are read again
+    # or PriorityClasses change, and with two bindings of one template, each job the cache
+    # gives for a snapshot, waiting or admitted, was read from that snapshot's very template,
+    # and a warm cycle reads and decides as a cold one
     policy = policies(tmp_path_factory.mktemp("p"))
-    base, cache = snapshot(), JobCache()
+    base, cache = with_twin(builders.snapshot(RUNNING), "a"), JobCache()
     snap = base
     warm_equals_cold(snap, policy, cache)
     for i, (edit, name) in enumerate(edits):
-        if edit == "replace" and any(b.resource.name == name for b in snap.bindings):
-            key = next(b.resource.key for b in snap.bindings if b.resource.name == name)
-            if key in snap.workloads:
-                snap = replace_job(snap, name, annotations=FrozenDict({"edit": str(i)}))
+        key = next(b.resource.key for b in base.bindings if b.resource.name == name)
+        if edit == "replace" and key in snap.workloads:
+            snap = replace_job(snap, name, annotations=FrozenDict({"edit": str(i)}))
         elif edit == "remove":
             snap = without_job(snap, name)
-        else:  # the template as the first snapshot had it
-            key = next(b.resource.key for b in base.bindings if b.resource.name == name)
+        elif edit == "restore":  # the template as the first snapshot had it
             workloads = {**dict(snap.workloads.items()), key: base.workloads[key]}
             snap = dataclasses.replace(snap, workloads=FrozenDict(workloads))
-        for key, job in cache.quick(snap, policy.version).items():
-            if any(id(b) == key for b in snap.bindings):
+        elif edit == "classes":  # an equal tuple, or one whose value changed
+            value = 5 + i % 2
+            classes = tuple(PriorityClassView(c.name, value, False) for c in snap.priority_classes)
+            snap = dataclasses.replace(snap, priority_classes=classes)
+        elif edit == "rebind":  # the binding read again: an equal, new object
+            snap = replace_binding(snap, name)
+        quick = cache.quick(snap, policy.version)
+        held = cache.quick_admitted(snap, policy.version, NOW)
+        live = {id(b) for b in snap.bindings}
+        for found, job in [*quick.items(), *held.items()]:
+            if found in live:
+                assert job.binding.resource.key in snap.workloads
+        for found, job in quick.items():
+            if found in live:
                 assert snap.workloads.get(job.binding.resource.key) is job.workload
-        warm_equals_cold(snap, policy, cache)
+        warm, _ = warm_equals_cold(snap, policy, cache)
+        cold = Cycle(snap, policy, NOW, JobCache())
+        assert warm.pending == cold.pending and warm.admitted == cold.admitted

@@ -83,10 +83,12 @@ def test_a_second_reclaim_leaves_the_borrower_its_guarantee(tmp_path: Path) -> N
 
 
 def test_a_job_waiting_behind_held_quota_reads_no_negative_amount(tmp_path: Path) -> None:
-    # big's quota is held beside its 8 leaving victims': the quota small draws on is 2 over
-    # what it has until they leave. Its message said "-2 available"; it says 0 and why.
+    # big's quota is held beside its 8 leaving victims': 2 more GPUs would have to be freed
+    # before small has any. Its message said "-2 available"; it says 0 and why.
     result = cycle(_fleet(small_gpus=3), _policies(tmp_path / "p", a_guarantee=22))
     small = result.decision(ref("small"))
     assert small is not None and small.reason == Reason.WAITING_FOR_QUOTA
-    assert "needs 3, 0 available (guarantee 8, in use 0; 2 more is held" in small.message
+    assert "needs 3, 0 available (guarantee 8, in use 0; 2 more would have to be freed" in (
+        small.message
+    )
     assert "-2" not in small.message

@@ -28,9 +28,10 @@ class JobCache:
 
     Admitted jobs are kept the same way, with the ``now`` they were read at (``admitted``).
 
-    A warm cycle reads most pending jobs through ``kept``: while the snapshot's workloads and
-    PriorityClasses are the very objects a job was last read from, nothing it depends on
-    changed (unless its binding has a backoff time, which is compared with ``now``).
+    A warm cycle reads most pending jobs through ``kept``: while the job's own template in the
+    snapshot's workloads, and the snapshot's PriorityClasses, are the very objects it was last
+    read from, nothing it depends on changed (unless its binding has a backoff time, which is
+    compared with ``now``).
 
     Between cycles it also keeps what the cycle derives from unchanged inputs: each cluster's
     state while its view is the very object (``placement.states.cluster_states``), the
@@ -47,9 +48,9 @@ class JobCache:
         # very objects of the cycle
         self._pending: dict[int, PendingJob] = {}
         self._values: dict[int, int] = {}
-        # the jobs ``kept`` returns: read from the quick map's workloads and PriorityClasses,
-        # no backoff
-        self._quick: Quick[PendingJob] = Quick()
+        # the jobs ``kept`` returns: read from the templates and PriorityClasses they are
+        # filed under, no backoff
+        self._quick: _KeptByTemplate[PendingJob] = _KeptByTemplate()
         self._pending_version: str | None = None
         self._priorities: tuple[tuple[PriorityClassView, ...], dict[str | None, int | None]] = (
             (),
@@ -60,8 +61,9 @@ class JobCache:
         self._admitted: dict[int, tuple[AdmittedJob, Workload, str, int, dt.datetime]] = {}
         self._admitted_version: str | None = None
         # the admitted jobs ``quick_admitted`` returns: no cluster in flight, read from the
-        # quick map's workloads and PriorityClasses, at a ``now`` no later than ``_held_at``
-        self._held: Quick[AdmittedJob] = Quick()
+        # templates and PriorityClasses they are filed under, at a ``now`` no later than
+        # ``_held_at``
+        self._held: _KeptByTemplate[AdmittedJob] = _KeptByTemplate()
         self._held_at: dt.datetime | None = None
         self._first_seen: dict[str, dt.datetime] = {}  # binding uid (or ref) → first cycle time
         # cluster → its view, estimates and state (``placement.states.cluster_states``)
@@ -99,8 +101,9 @@ class JobCache:
         return job if self._values[id(binding)] == priority_value else None
 
     def kept(self, snapshot: Snapshot, version: str, binding: BindingView) -> PendingJob | None:
-        """What ``read_job`` returns for ``binding``, if it is a job kept from ``snapshot``'s
-        very workloads and PriorityClasses, without a backoff time."""
+        """What ``read_job`` returns for ``binding``, if it is a job kept from the very
+        template ``snapshot`` has for it and ``snapshot``'s PriorityClasses, without a backoff
+        time."""
         job = self.quick(snapshot, version).get(id(binding))
         return job if job is not None and job.binding is binding else None
 
@@ -116,7 +119,7 @@ class JobCache:
         """Keep ``job``, read from ``snapshot``: pass it only when the job depends on nothing
         but the binding, the policies, the workloads and the PriorityClasses (not ``now``)."""
         if version != self._pending_version or len(self._pending) >= self.max_entries:
-            self._pending, self._values, self._quick = {}, {}, Quick()
+            self._pending, self._values, self._quick = {}, {}, _KeptByTemplate()
             self._pending_version = version
         key = id(job.binding)
         self._pending[key] = job
@@ -163,7 +166,7 @@ class JobCache:
         if len(self._admitted) >= self.max_entries or version != self._admitted_version:
             self._admitted = {}  # bounded, and for the latest policy version only
             self._admitted_version = version
-            self._held = Quick()
+            self._held = _KeptByTemplate()
         self._admitted[id(job.binding)] = (job, workload, version, priority_value, now)
         if snapshot is None or job.in_flight:
             self._held.drop(job)
@@ -175,9 +178,9 @@ class JobCache:
         self, snapshot: Snapshot, version: str, now: dt.datetime
     ) -> Mapping[int, AdmittedJob]:
         """id(binding) → the admitted job ``admitted`` returns for it (check the binding): kept
-        from ``snapshot``'s very workloads and PriorityClasses (so the same workload and
-        PriorityClass value), for this policy version, with no cluster in flight, and ``now``
-        no earlier than when any of them was kept."""
+        from the very template ``snapshot`` has for it and ``snapshot``'s PriorityClasses (so
+        the same workload and PriorityClass value), for this policy version, with no cluster
+        in flight, and ``now`` no earlier than when any of them was kept."""
         if version != self._admitted_version or self._held_at is None or now < self._held_at:
             return {}
         return self._held.of(snapshot)
@@ -218,48 +221,57 @@ class JobCache:
 J = TypeVar("J", PendingJob, AdmittedJob)
 
 
-class Quick(Generic[J]):
+class _KeptByTemplate(Generic[J]):
     """id(binding) → a job read from ``source``'s workloads and PriorityClasses (the very
-    objects), each job also filed under its template's key.
+    objects), each filed under its template's key and its binding's uid.
 
     A job depends on the snapshot's workloads through its own template alone (``read_job``),
     so a snapshot whose workloads map is a new object (a template came, went or changed)
     drops only the jobs of the keys that differ, found by identity, and keeps the rest: one
-    job arriving in a pass over 20,000 objects read every waiting job again before (30 of the
-    cycle's 113 ms, ``make bench-pass --change arrival``). New PriorityClasses drop them all.
+    job arriving in a pass over 20,000 objects read every waiting job again before (30 ms of
+    the cycle's reading, ``make bench-pass --change arrival``). New PriorityClasses drop them
+    all. A binding read again (a new object) replaces its entry, so entries do not pile up.
     """
 
-    __slots__ = ("by_template", "jobs", "source")
+    __slots__ = ("_by_template", "_jobs", "_source")
 
     def __init__(self) -> None:
-        self.jobs: dict[int, J] = {}
-        self.by_template: dict[ObjectKey, set[int]] = {}
-        self.source: tuple[Mapping[Any, Workload] | None, object] = (None, None)
+        self._jobs: dict[int, J] = {}
+        self._by_template: dict[ObjectKey, dict[str, int]] = {}  # key → binding uid → id
+        self._source: tuple[Mapping[Any, Workload] | None, object] = (None, None)
 
     def of(self, snapshot: Snapshot) -> Mapping[int, J]:
         """The jobs that hold for ``snapshot`` (check each one's binding)."""
-        workloads, classes = self.source
+        workloads, classes = self._source
         if workloads is None or classes is not snapshot.priority_classes:
             return {}
         if workloads is not snapshot.workloads:
             for key in _changed(workloads, snapshot.workloads):
-                for found in self.by_template.pop(key, ()):
-                    self.jobs.pop(found, None)
-            self.source = (snapshot.workloads, classes)
-        return self.jobs
+                for found in self._by_template.pop(key, {}).values():
+                    self._jobs.pop(found, None)
+            self._source = (snapshot.workloads, classes)
+        return self._jobs
 
     def put(self, job: J, snapshot: Snapshot) -> None:
         """Keep ``job``, read from ``snapshot`` (the jobs of other sources are dropped)."""
-        workloads, classes = self.source
+        workloads, classes = self._source
         if workloads is not snapshot.workloads or classes is not snapshot.priority_classes:
-            self.jobs, self.by_template = {}, {}
-            self.source = (snapshot.workloads, snapshot.priority_classes)
-        found = id(job.binding)
-        self.jobs[found] = job
-        self.by_template.setdefault(job.binding.resource.key, set()).add(found)
+            self._jobs, self._by_template = {}, {}
+            self._source = (snapshot.workloads, snapshot.priority_classes)
+        binding = job.binding
+        filed = self._by_template.setdefault(binding.resource.key, {})
+        before = filed.get(binding.uid or binding.ref)
+        if before is not None:
+            self._jobs.pop(before, None)
+        filed[binding.uid or binding.ref] = id(binding)
+        self._jobs[id(binding)] = job
 
     def drop(self, job: J) -> None:
-        self.jobs.pop(id(job.binding), None)
+        binding = job.binding
+        if self._jobs.pop(id(binding), None) is not None:
+            filed = self._by_template.get(binding.resource.key, {})
+            if filed.get(binding.uid or binding.ref) == id(binding):
+                del filed[binding.uid or binding.ref]
 
 
 def _changed(old: Mapping[Any, Workload], new: Mapping[Any, Workload]) -> list[Any]:

@@ -49,20 +49,21 @@ def at_max(queue: str, r: str, need: int, cap: int, used: int) -> QuotaMiss:
 
 
 def short_of(
-    queue: str, r: str, need: int, free: int, guarantee: int, used: int, short: Vec
+    queue: str, r: str, short: Vec, *, need: int, free: int, guarantee: int, used: int
 ) -> QuotaMiss:
     """Not enough unused quota of ``r`` (the first resource short, by name) for ``queue``.
 
-    ``free`` is below 0 while more is held than the quota the queue draws on: a preemptor's
-    quota is held beside its victims' until they leave (docs/scheduling-cycle.md,
-    Preemption), or Ready capacity fell below what is in use. The sentence then says 0
-    available and how much more is held, rather than a negative amount."""
+    ``free`` (``QuotaTree.available``) is below 0 when the quota the queue draws on is
+    overcommitted: a preemptor's quota is held beside its victims' until they leave
+    (docs/scheduling-cycle.md, Preemption), or Ready capacity, a guarantee or a borrowing
+    limit fell below what is in use. The sentence then says 0 available and how much would
+    have to be freed before any is, rather than a negative amount."""
     text = vectors.describe
     over = ""
     if free < 0:
         over = (
-            f"; {text(r, -free)} more is held than the quota it draws on, as when preempted "
-            "jobs have not left yet"
+            f"; {text(r, -free)} more would have to be freed before any is: the quota it draws "
+            "on is overcommitted while preempted jobs leave, or since capacity or quota fell"
         )
     return QuotaMiss(
         Reason.WAITING_FOR_QUOTA,

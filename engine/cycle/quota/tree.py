@@ -220,7 +220,9 @@ class QuotaTree:
             r = min(short)
             need = demand[r]
             used, guarantee = leaf.total.get(r, 0), leaf.guarantee.get(r, 0)
-            return misses.short_of(leaf.name, r, need, need - short[r], guarantee, used, short)
+            return misses.short_of(
+                leaf.name, r, short, need=need, free=need - short[r], guarantee=guarantee, used=used
+            )
         return None
 
     def room(self, leaf: QuotaNode, resources: Iterable[str]) -> Vec:
