@@ -260,18 +260,21 @@ class _KeptByTemplate(Generic[J]):
             self._source = (snapshot.workloads, snapshot.priority_classes)
         binding = job.binding
         filed = self._by_template.setdefault(binding.resource.key, {})
-        before = filed.get(binding.uid or binding.ref)
+        before = filed.get(who := binding.uid or binding.ref)
         if before is not None:
             self._jobs.pop(before, None)
-        filed[binding.uid or binding.ref] = id(binding)
+        filed[who] = id(binding)
         self._jobs[id(binding)] = job
 
     def drop(self, job: J) -> None:
         binding = job.binding
-        if self._jobs.pop(id(binding), None) is not None:
-            filed = self._by_template.get(binding.resource.key, {})
-            if filed.get(binding.uid or binding.ref) == id(binding):
-                del filed[binding.uid or binding.ref]
+        if self._jobs.pop(id(binding), None) is None:
+            return
+        filed = self._by_template.get(binding.resource.key)
+        if filed is not None and filed.get(who := binding.uid or binding.ref) == id(binding):
+            del filed[who]
+            if not filed:
+                del self._by_template[binding.resource.key]
 
 
 def _changed(old: Mapping[Any, Workload], new: Mapping[Any, Workload]) -> list[Any]:
