@@ -41,6 +41,7 @@ from engine.cycle.placement.states import cluster_states
 from engine.cycle.placement.values import queue_values
 from engine.cycle.preemption import candidates, ranking, victims
 from engine.cycle.quota.held import add_held
+from engine.cycle.quota.misses import QuotaMiss
 from engine.cycle.quota.tree import QuotaNode, QuotaTree
 from engine.cycle.reasons import NEVER, Reason
 from engine.fleet.model import Snapshot
@@ -84,6 +85,9 @@ class FullCycle:
         self.waiting: dict[str, list[tuple[str, tuple[Any, ...]]]] = defaultdict(list)
         self.no_victims: set[tuple[Any, ...]] = set()
         self.searched: set[str] = set()  # queues that had their preemption search this cycle
+        # (queue, priority, pods, demand) → (quota version, its quota miss), when its job
+        # preempted nobody: a job alike, at that version, misses alike and preempts nobody
+        self.missed: dict[tuple[Any, ...], tuple[int, QuotaMiss]] = {}
         self.blocked: dict[str, PendingJob] = {}  # StrictFIFO leaf → its blocked head
         self.order: QueueOrder | None = None
         self.units: dict[str, groups.Unit] = {}  # a group's representative → its unit
@@ -240,10 +244,17 @@ class FullCycle:
         return True
 
     def _consider(self, job: PendingJob, leaf: QuotaNode) -> bool:
+        alike = (leaf.name, job.mapped.priority, job.pod_key, tuple(job.demand.items()))
+        state = self.quota.version  # new with every admission and every preemption's hold
+        seen = self.missed.get(alike) if job.pod_key else None
+        if seen is not None and seen[0] == state:  # as a job alike before it, nothing changed
+            self._decide(job, seen[1].reason, seen[1].message)
+            return False
         miss = self.quota.check(leaf, job.demand)
         if miss is not None:
             if miss.reason not in NEVER and self._preempt(job, leaf, miss.message):
                 return False
+            self.missed[alike] = (state, miss)
             self._decide(job, miss.reason, miss.message)
             return False
         splittable = job.mapped.allow_split and job.workload is not None

@@ -6,21 +6,27 @@
   ``with_positions`` must give every decision the position sorting its queue gives.
 - ``JobCache.kept`` returns a pending job without reading its binding again while the
   snapshot's workloads and PriorityClasses are the very objects it was read from.
+- A job like one that missed quota and preempted nobody, with the quota and the victims taken
+  unchanged since, gets that miss without a check or a search: the decisions must be those of
+  checking and searching for every job.
 - Milli-units are found from a Fraction's numerator and denominator: they must be what
   rounding the Fraction times 1000 gives (requests up, capacities down).
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import datetime as dt
 import math
+from collections.abc import Callable
 from fractions import Fraction
 from pathlib import Path
 from typing import Any, cast
+from unittest import mock
 
 import yaml
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from engine import vectors
@@ -28,13 +34,14 @@ from engine.cycle import Cycle, explain
 from engine.cycle.jobs.cache import JobCache
 from engine.cycle.jobs.model import Mapped, PendingJob
 from engine.cycle.model import ClusterAssignment, Decision, GroupState
-from engine.cycle.ordering.order import QueueOrder
+from engine.cycle.ordering.order import QueueOrder, late_key
 from engine.cycle.quota.tree import ROOT, QuotaNode, QuotaTree
 from engine.cycle.reasons import Action, Reason
 from engine.fleet.frozen import FrozenDict
 from engine.policy.model import Origin, Queue, QueuePreemption, Strategy
 from engine.policy.policyset import load_policy_set
 from tests.cycle import builders
+from tests.cycle.test_properties import SETTINGS, load, rarely, scenarios  # noqa: F401 (fixture)
 
 RESOURCES = ("cpu", "memory", "nvidia.com/gpu")
 CAPACITY = {"cpu": 64_000, "memory": 256_000, "nvidia.com/gpu": 16_000, "pods": 100_000}
@@ -42,11 +49,24 @@ CAPACITY = {"cpu": 64_000, "memory": 256_000, "nvidia.com/gpu": 16_000, "pods": 
 
 # --- queue order ---------------------------------------------------------------------------------
 def reference_key(
-    quota: QuotaTree, node: QuotaNode, job: PendingJob, fair: bool, resources: tuple[str, ...]
+    quota: QuotaTree,
+    node: QuotaNode,
+    job: PendingJob,
+    fair: bool,
+    resources: tuple[str, ...],
+    late_since: dt.datetime | None = None,
 ) -> tuple[Any, ...]:
     """The key as the order defines it, computed from scratch."""
+    late = () if late_since is None else (job.enqueued_at <= late_since,)
     if not fair:
-        return (-node.priority, job.order_key, node.name)
+        return (-node.priority, late_key(job.order_key, job.enqueued_at, late_since), node.name)
+    first, *rest = _fair_key(quota, node, job, resources)
+    return (first, *late, *rest)
+
+
+def _fair_key(
+    quota: QuotaTree, node: QuotaNode, job: PendingJob, resources: tuple[str, ...]
+) -> tuple[Any, ...]:
     borrowed = used = 0.0
     for r in resources:
         amount = node.total.get(r, 0) + job.demand.get(r, 0)
@@ -68,6 +88,7 @@ def reference_next(
     blocked: set[str],
     fair: bool,
     resources: tuple[str, ...],
+    late_since: dt.datetime | None = None,
 ) -> tuple[str, PendingJob] | None:
     def head(node: QuotaNode) -> tuple[str, PendingJob] | None:
         if not node.children:
@@ -77,7 +98,7 @@ def reference_next(
         for child in node.children:
             found = head(child)
             if found is not None:
-                key = reference_key(quota, child, found[1], fair, resources)
+                key = reference_key(quota, child, found[1], fair, resources, late_since)
                 if best is None or key < best[0]:
                     best = (key, found)
         return best[1] if best is not None else None
@@ -103,7 +124,7 @@ def queue(name: str, parent: str | None, draw: st.DrawFn) -> Queue:
 
 
 @st.composite
-def orders(draw: st.DrawFn) -> tuple[list[Queue], list[PendingJob], bool, list[int]]:
+def orders(draw: st.DrawFn) -> tuple[list[Queue], list[PendingJob], bool, list[int], Any]:
     parents = [f"p{i}" for i in range(draw(st.integers(0, 3)))]
     queues = [queue(p, None, draw) for p in parents]
     leaves = []
@@ -135,26 +156,35 @@ def orders(draw: st.DrawFn) -> tuple[list[Queue], list[PendingJob], bool, list[i
             )
         )
     steps = draw(st.lists(st.integers(0, 9), min_size=len(jobs), max_size=len(jobs)))
-    return queues, jobs, draw(st.booleans()), steps
+    late = draw(st.one_of(st.none(), st.integers(0, 20)))  # lateAfter: late_since's minute
+    late_since = None if late is None else builders.EPOCH + dt.timedelta(minutes=late)
+    return queues, jobs, draw(st.booleans()), steps, late_since
 
 
 @settings(max_examples=300, deadline=None)
 @given(orders())
 def test_the_order_picks_as_if_every_key_were_computed_afresh(
-    case: tuple[list[Queue], list[PendingJob], bool, list[int]],
+    case: tuple[list[Queue], list[PendingJob], bool, list[int], Any],
 ) -> None:
-    queues, jobs, fair, steps = case
+    """Jobs of a queue share few demands, so passing over a head for a job alike (whose keys
+    are not computed again) is frequent, between admissions and preemptors' holds."""
+    queues, jobs, fair, steps, late_since = case
     quota = QuotaTree(queues, CAPACITY)
     by_leaf: dict[str, list[PendingJob]] = {}
     for job in jobs:
         by_leaf.setdefault(job.mapped.queue, []).append(job)
-    order = QueueOrder(quota, by_leaf, fair_sharing=fair, resources=RESOURCES)
-    waiting = {leaf: sorted(js, key=lambda j: j.order_key) for leaf, js in by_leaf.items()}
+    order = QueueOrder(
+        quota, by_leaf, fair_sharing=fair, resources=RESOURCES, late_since=late_since
+    )
+    waiting = {
+        leaf: sorted(js, key=lambda j: late_key(j.order_key, j.enqueued_at, late_since))
+        for leaf, js in by_leaf.items()
+    }
     blocked: set[str] = set()
     resources = tuple(r for r in RESOURCES if quota.capacity_of(r) > 0)
     for step in steps:
         pick = order.next()
-        assert pick == reference_next(quota, waiting, blocked, fair, resources)
+        assert pick == reference_next(quota, waiting, blocked, fair, resources, late_since)
         if pick is None:
             break
         leaf, job = pick
@@ -300,6 +330,72 @@ def test_kept_jobs_are_found_again_after_the_workloads_are_replaced(tmp_path: Pa
     third = Cycle(alike, policy, builders.NOW, cache)
     assert third.run().to_json() == Cycle(alike, policy, builders.NOW).run().to_json()
     assert all(cache.kept(alike, policy.version, j.binding) is j for j in third.pending)
+
+
+# --- quota misses of jobs alike ----------------------------------------------------------------
+class _Forgets(dict):
+    """A cycle's ``missed`` that keeps nothing: every job is checked and searched in turn."""
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        return None
+
+
+@st.composite
+def alike_scenarios(draw: st.DrawFn) -> dict[str, Any]:
+    """The property tests' scenarios with each waiting job followed by up to four copies of
+    itself (same queue and pods, queued up to ten minutes later, now and then at another
+    priority), so that other jobs are decided between them."""
+    scenario = draw(scenarios(preemptive=draw(st.booleans())))
+    jobs = []
+    for spec in scenario["jobs"]:
+        jobs.append(spec)
+        for n in range(0 if spec.get("admitted") else draw(st.integers(0, 4))):
+            twin = copy.deepcopy(spec)
+            twin["name"] = f"{spec['name']}-{n}"
+            twin["at"] = spec["at"] + draw(st.integers(0, 10))
+            if rarely(draw, 3):
+                twin["priority"] = draw(st.integers(0, 3))
+            jobs.append(twin)
+    scenario["jobs"] = jobs
+    return scenario
+
+
+ALIKE_AFTER_AN_ADMISSION = {
+    "policies": [
+        {"kind": "Queue", "metadata": {"name": "q0"}, "spec": {"max": {"cpu": 10}}},
+        {"kind": "Queue", "metadata": {"name": "q1"}, "spec": {"parent": "q0", "weight": 10}},
+        {"kind": "Queue", "metadata": {"name": "q2"}, "spec": {"parent": "q0"}},
+    ],
+    "clusters": [{"name": "c0", "nodes": 1, "node": {"cpu": 96}}],
+    "jobs": [
+        {"name": "runs", "queue": "q1", "priority": 0, "pod": {"cpu": 6}, "admitted": "c0"},
+        {"name": "a1", "queue": "q1", "priority": 0, "pod": {"cpu": 6}, "at": 0},
+        {"name": "c", "queue": "q1", "priority": 0, "pod": {"cpu": 40}, "at": 1},
+        {"name": "b", "queue": "q2", "priority": 0, "pod": {"cpu": 2}, "at": 2},
+        {"name": "a2", "queue": "q1", "priority": 0, "pod": {"cpu": 6}, "at": 3},
+    ],
+}
+"""a1 finds q0 at its max with 6 in use. With c at its head, q1's fair share is above q2's,
+so b is admitted next. a2, like a1, must then find 8 in use, not get a1's miss again."""
+
+
+@SETTINGS
+@given(scenario=alike_scenarios())
+@example(scenario=ALIKE_AFTER_AN_ADMISSION)
+def test_jobs_alike_get_what_checking_each_in_turn_gives(
+    scenario: dict[str, Any],
+    load: Callable[..., Any],  # noqa: F811 (the fixture)
+) -> None:
+    """A job like one that missed quota and preempted nobody, with nothing admitted, held or
+    taken since, gets its miss without a check or a victim search, and passing it over keys
+    no queue again: the decisions must be those of a cycle that checks and keys every job."""
+    policies = load(scenario["policies"])
+    snapshot = builders.snapshot(scenario)
+    plain = Cycle(snapshot, policies, builders.NOW)
+    plain.missed = _Forgets()
+    with mock.patch.object(QueueOrder, "_keyed_alike", return_value=False):
+        expected = plain.run().to_json()
+    assert Cycle(snapshot, policies, builders.NOW).run().to_json() == expected
 
 
 # --- milli-units -------------------------------------------------------------------------------

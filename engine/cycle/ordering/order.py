@@ -16,7 +16,9 @@ queue priority: a queue whose next job is late goes after every queue whose next
 
 Each inner node keeps a heap of its children keyed that way; admitting or skipping a job only
 re-keys the nodes on its path to the root, so a pick costs O(depth × log(children)). A node
-whose key comes out unchanged (same usage, head of the same demand) is not pushed again.
+whose key comes out unchanged (same usage, head of the same demand) is not pushed again, and
+passing over a head for a next job of the same demand and lateness, with no usage changed since
+the path was keyed, re-keys nothing: every key on the path would come out the same.
 """
 
 from __future__ import annotations
@@ -105,6 +107,7 @@ class QueueOrder:
         for name, jobs in jobs_by_leaf.items():
             self.slots[name].jobs = sorted(jobs, key=by)
         self._build(self.slots[ROOT])
+        self._keyed_at = quota.version  # the quota's version the last keyed path saw
 
     def _build(self, slot: _Slot) -> None:
         for child in slot.node.children:
@@ -146,8 +149,23 @@ class QueueOrder:
     def advance(self, leaf: str) -> None:
         """The leaf's head was decided (admitted or passed over): move to the next job."""
         slot = self.slots[leaf]
+        passed = slot.jobs[slot.index]
         slot.index += 1
-        self._update_path(slot)
+        if not self._keyed_alike(slot, passed):
+            self._update_path(slot)
+
+    def _keyed_alike(self, slot: _Slot, passed: PendingJob) -> bool:
+        """Whether the leaf's next job keys each node of its path as ``passed`` did: a fair
+        key reads only the node's usage, the head's demand and its lateness. Usage changes
+        only on the path of the job just decided, which is keyed again (``usage_changed``)
+        before it is passed over, unless the quota changed since (a preemptor's hold)."""
+        if not self.fair or slot.index >= len(slot.jobs) or self.quota.version != self._keyed_at:
+            return False
+        job = slot.jobs[slot.index]
+        if job.demand is not passed.demand and job.demand != passed.demand:
+            return False
+        late = self.late_since
+        return late is None or (job.enqueued_at <= late) == (passed.enqueued_at <= late)
 
     def block(self, leaf: str) -> list[PendingJob]:
         """StrictFIFO: the head stays; every job behind it waits. Returns those jobs."""
@@ -170,6 +188,7 @@ class QueueOrder:
             self._rekey(slot)
             self._refresh_best(parent)
             slot = parent
+        self._keyed_at = self.quota.version
 
     def _rekey(self, slot: _Slot, push: bool = True) -> None:
         job = self.head(slot)
