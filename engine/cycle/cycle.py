@@ -63,6 +63,17 @@ def run_cycle(
     return FullCycle(snapshot, policies, now, cache).run()
 
 
+class _Missed(dict[tuple[Any, ...], QuotaMiss]):
+    """(queue, priority, pods) → the quota miss of a job that preempted nobody, for the quota
+    at ``version`` only: a job alike then misses alike, and preempts nobody either."""
+
+    version = -1
+
+    def reset(self, version: int) -> None:
+        self.clear()
+        self.version = version
+
+
 class FullCycle:
     """The working state of one cycle over every pending job (``incremental.Cycle`` continues
     it for jobs that come later)."""
@@ -85,9 +96,7 @@ class FullCycle:
         self.waiting: dict[str, list[tuple[str, tuple[Any, ...]]]] = defaultdict(list)
         self.no_victims: set[tuple[Any, ...]] = set()
         self.searched: set[str] = set()  # queues that had their preemption search this cycle
-        # (queue, priority, pods, demand) → (quota version, its quota miss), when its job
-        # preempted nobody: a job alike, at that version, misses alike and preempts nobody
-        self.missed: dict[tuple[Any, ...], tuple[int, QuotaMiss]] = {}
+        self.missed = _Missed()
         self.blocked: dict[str, PendingJob] = {}  # StrictFIFO leaf → its blocked head
         self.order: QueueOrder | None = None
         self.units: dict[str, groups.Unit] = {}  # a group's representative → its unit
@@ -244,17 +253,20 @@ class FullCycle:
         return True
 
     def _consider(self, job: PendingJob, leaf: QuotaNode) -> bool:
-        alike = (leaf.name, job.mapped.priority, job.pod_key, tuple(job.demand.items()))
-        state = self.quota.version  # new with every admission and every preemption's hold
-        seen = self.missed.get(alike) if job.pod_key else None
-        if seen is not None and seen[0] == state:  # as a job alike before it, nothing changed
-            self._decide(job, seen[1].reason, seen[1].message)
+        missed = self.missed
+        if missed.version != self.quota.version:  # new with each admission and preemptor's hold
+            missed.reset(self.quota.version)
+        alike = (leaf.name, job.mapped.priority, job.pod_key)  # the pods make the demand
+        seen = missed.get(alike)
+        if seen is not None:  # as a job alike before it, with nothing admitted or held since
+            self._decide(job, seen.reason, seen.message)
             return False
         miss = self.quota.check(leaf, job.demand)
         if miss is not None:
             if miss.reason not in NEVER and self._preempt(job, leaf, miss.message):
                 return False
-            self.missed[alike] = (state, miss)
+            if job.pod_key:
+                missed[alike] = miss
             self._decide(job, miss.reason, miss.message)
             return False
         splittable = job.mapped.allow_split and job.workload is not None

@@ -333,11 +333,14 @@ def test_kept_jobs_are_found_again_after_the_workloads_are_replaced(tmp_path: Pa
 
 
 # --- quota misses of jobs alike ----------------------------------------------------------------
-class _Forgets(dict):
+def _forgetting(missed: Any) -> Any:
     """A cycle's ``missed`` that keeps nothing: every job is checked and searched in turn."""
 
-    def __setitem__(self, key: Any, value: Any) -> None:
-        return None
+    class Forgets(type(missed)):  # type: ignore[misc]
+        def __setitem__(self, key: Any, value: Any) -> None:
+            return None
+
+    return Forgets()
 
 
 @st.composite
@@ -392,10 +395,16 @@ def test_jobs_alike_get_what_checking_each_in_turn_gives(
     policies = load(scenario["policies"])
     snapshot = builders.snapshot(scenario)
     plain = Cycle(snapshot, policies, builders.NOW)
-    plain.missed = _Forgets()
-    with mock.patch.object(QueueOrder, "_keyed_alike", return_value=False):
+    plain.missed = _forgetting(plain.missed)
+    with mock.patch.object(QueueOrder, "advance", _advance_and_key):
         expected = plain.run().to_json()
     assert Cycle(snapshot, policies, builders.NOW).run().to_json() == expected
+
+
+def _advance_and_key(order: QueueOrder, leaf: str) -> None:
+    """``QueueOrder.advance`` as it was before it left keys alike: the path always keyed."""
+    order.slots[leaf].index += 1
+    order.usage_changed(leaf)
 
 
 # --- milli-units -------------------------------------------------------------------------------

@@ -149,23 +149,19 @@ class QueueOrder:
     def advance(self, leaf: str) -> None:
         """The leaf's head was decided (admitted or passed over): move to the next job."""
         slot = self.slots[leaf]
-        passed = slot.jobs[slot.index]
-        slot.index += 1
-        if not self._keyed_alike(slot, passed):
-            self._update_path(slot)
-
-    def _keyed_alike(self, slot: _Slot, passed: PendingJob) -> bool:
-        """Whether the leaf's next job keys each node of its path as ``passed`` did: a fair
-        key reads only the node's usage, the head's demand and its lateness. Usage changes
-        only on the path of the job just decided, which is keyed again (``usage_changed``)
-        before it is passed over, unless the quota changed since (a preemptor's hold)."""
-        if not self.fair or slot.index >= len(slot.jobs) or self.quota.version != self._keyed_at:
-            return False
-        job = slot.jobs[slot.index]
-        if job.demand is not passed.demand and job.demand != passed.demand:
-            return False
-        late = self.late_since
-        return late is None or (job.enqueued_at <= late) == (passed.enqueued_at <= late)
+        slot.index = index = slot.index + 1
+        if self.quota.version == self._keyed_at and self.fair and index < len(slot.jobs):
+            # Keyed alike: a fair key reads only the node's usage, the head's demand and its
+            # lateness. Usage changes only on the path of the job just decided, which is keyed
+            # again (``usage_changed``) before it is passed over, unless the quota changed
+            # since (a preemptor's hold).
+            passed, job = slot.jobs[index - 1], slot.jobs[index]
+            late = self.late_since
+            if job.demand == passed.demand and (
+                late is None or (job.enqueued_at <= late) == (passed.enqueued_at <= late)
+            ):
+                return
+        self._update_path(slot)
 
     def block(self, leaf: str) -> list[PendingJob]:
         """StrictFIFO: the head stays; every job behind it waits. Returns those jobs."""
