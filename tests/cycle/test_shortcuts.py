@@ -382,9 +382,25 @@ ALIKE_AFTER_AN_ADMISSION = {
 so b is admitted next. a2, like a1, must then find 8 in use, not get a1's miss again."""
 
 
+ALIKE_IN_ANOTHER_QUEUE = {
+    "policies": [
+        {"kind": "Queue", "metadata": {"name": "q1"}, "spec": {"max": {"cpu": 4}, "weight": 10}},
+        {"kind": "Queue", "metadata": {"name": "q2"}, "spec": {"weight": 1}},
+    ],
+    "clusters": [{"name": "c0", "nodes": 1, "node": {"cpu": 96}}],
+    "jobs": [
+        {"name": "runs", "queue": "q1", "priority": 0, "pod": {"cpu": 4}, "admitted": "c0"},
+        {"name": "a", "queue": "q1", "priority": 0, "pod": {"cpu": 2}, "at": 0},
+        {"name": "b", "queue": "q2", "priority": 0, "pod": {"cpu": 2}, "at": 1},
+    ],
+}
+"""a finds q1 at its max; b, with the same pods and priority in q2, must be admitted."""
+
+
 @SETTINGS
 @given(scenario=alike_scenarios())
 @example(scenario=ALIKE_AFTER_AN_ADMISSION)
+@example(scenario=ALIKE_IN_ANOTHER_QUEUE)
 def test_jobs_alike_get_what_checking_each_in_turn_gives(
     scenario: dict[str, Any],
     load: Callable[..., Any],  # noqa: F811 (the fixture)

@@ -17,8 +17,9 @@ queue priority: a queue whose next job is late goes after every queue whose next
 Each inner node keeps a heap of its children keyed that way; admitting or skipping a job only
 re-keys the nodes on its path to the root, so a pick costs O(depth × log(children)). A node
 whose key comes out unchanged (same usage, head of the same demand) is not pushed again, and
-passing over a head for a next job of the same demand and lateness, with no usage changed since
-the path was keyed, re-keys nothing: every key on the path would come out the same.
+passing over a head for a next job of the same demand and lateness, with the quota unchanged
+since the order last keyed a path, re-keys nothing: every key on the path would come out the
+same.
 """
 
 from __future__ import annotations
@@ -152,9 +153,10 @@ class QueueOrder:
         slot.index = index = slot.index + 1
         if self.quota.version == self._keyed_at and self.fair and index < len(slot.jobs):
             # Keyed alike: a fair key reads only the node's usage, the head's demand and its
-            # lateness. Usage changes only on the path of the job just decided, which is keyed
-            # again (``usage_changed``) before it is passed over, unless the quota changed
-            # since (a preemptor's hold).
+            # lateness. The cycle changes usage only on the path of the job it decides, and
+            # that path is keyed again (``usage_changed``, ``advance``, ``block``) before any
+            # other, so while the quota's version is the one the last keying saw, every key
+            # is current.
             passed, job = slot.jobs[index - 1], slot.jobs[index]
             late = self.late_since
             if job.demand == passed.demand and (
