@@ -41,6 +41,7 @@ from engine.fleet.frozen import FrozenDict
 from engine.policy.model import Origin, Queue, QueuePreemption, Strategy
 from engine.policy.policyset import load_policy_set
 from tests.cycle import builders
+from tests.cycle import test_incremental as incremental
 from tests.cycle.test_properties import SETTINGS, load, rarely, scenarios  # noqa: F401 (fixture)
 
 RESOURCES = ("cpu", "memory", "nvidia.com/gpu")
@@ -415,6 +416,37 @@ def test_jobs_alike_get_what_checking_each_in_turn_gives(
     with mock.patch.object(QueueOrder, "advance", _advance_and_key):
         expected = plain.run().to_json()
     assert Cycle(snapshot, policies, builders.NOW).run().to_json() == expected
+
+
+def test_a_job_alike_of_a_higher_priority_that_arrives_still_preempts(
+    load: Callable[..., Any],  # noqa: F811 (the fixture)
+) -> None:
+    """a misses q0's max and may preempt nobody of a lower priority; hi, alike but of a higher
+    priority, arrives after the cycle and must preempt runs, not take a's miss."""
+    scenario = {
+        "policies": [
+            {
+                "kind": "Queue",
+                "metadata": {"name": "q0"},
+                "spec": {"max": {"cpu": 8}, "preemption": {"withinQueue": "LowerPriority"}},
+            },
+        ],
+        "clusters": [{"name": "c0", "nodes": 1, "node": {"cpu": 96}}],
+        "jobs": [
+            {"name": "runs", "queue": "q0", "priority": 1, "pod": {"cpu": 8}, "admitted": "c0"},
+            {"name": "a", "queue": "q0", "priority": 1, "pod": {"cpu": 4}, "at": 0},
+            {"name": "hi", "queue": "q0", "priority": 2, "pod": {"cpu": 4}, "at": 1},
+        ],
+    }
+    policies = load(scenario["policies"])
+    snapshot = builders.snapshot(scenario)
+    late = "team/hi-pytorchjob"
+    cycle = Cycle(incremental.without(snapshot, [late]), policies, builders.NOW)
+    waits = {d.binding: d.reason for d in cycle.run().decisions}
+    assert waits["team/a-pytorchjob"] == Reason.WAITING_FOR_QUOTA
+    hi = next(b for b in snapshot.bindings if f"{b.namespace}/{b.name}" == late)
+    decision = cycle.arrive(snapshot, hi)
+    assert decision is not None and decision.reason == Reason.PREEMPTING, decision
 
 
 def _advance_and_key(order: QueueOrder, leaf: str) -> None:
