@@ -248,7 +248,7 @@ def main() -> None:
     stages = Stages()
     rec._snapshot = stages.wrap("snapshot", rec._snapshot)  # type: ignore[method-assign]
     rec._send = stages.wrap("writes", rec._send)  # type: ignore[method-assign]
-    reconciler_loop.run_cycle = stages.wrap("cycle", reconciler_loop.run_cycle)
+    rec.cycles.decide = stages.wrap("cycle", rec.cycles.decide)  # type: ignore[method-assign]
     reconciler_loop.plan_pass = stages.wrap("plan", reconciler_loop.plan_pass)
     rng = random.Random(args.seed)
     waiting = sorted(
@@ -282,6 +282,7 @@ def main() -> None:
         if profile is not None:
             profile.disable()
         rows.append({"pass": seconds, **stages.current})
+        quiet_sha256 = decisions_sha256(rec)
         server.deliver()
         settle(rec, server)
 
@@ -294,12 +295,14 @@ def main() -> None:
     what = "one job arrived" if args.change == "arrival" else f"one binding's {args.change} changed"
     print(f"{args.passes} passes after {what} (median / max):")
     print(f"  cycles not run (nothing a pass reads changed): {rec.quiet_passes}")
+    print(f"  cycles rerun (only the jobs that changed decided): {rec.cycles.reruns}")
     for stage in ("pass", *STAGES):
         values = [row.get(stage, 0.0) for row in rows]
         print(
             f"  {stage:9} {statistics.median(values) * 1000:8.1f} ms {max(values) * 1000:8.1f} ms"
         )
     print(f"decisions_sha256 {decisions_sha256(rec)}")
+    print(f"decisions_sha256 of the last pass after a change: {quiet_sha256}")
     if profile is not None:
         profile.dump_stats(str(args.profile))
         pstats.Stats(str(args.profile)).sort_stats("cumulative").print_stats(25)

@@ -1,15 +1,15 @@
 """The reconciler loop: informers' caches → one scheduling cycle → the Applier, level-triggered.
 
-``Reconciler(api_client, policies, settings)`` owns the informers, a :class:`JobCache` kept
-between cycles and an :class:`Applier`. ``run_once(now)`` is one pass (its docstring has the
-steps): the snapshot from the caches, the cycle (the garbage collector paused), then what
-``engine.enforce.plan_pass`` says to write (the lifecycle's transitions, group rollbacks and
-plans, the decisions), each on the binding object it was planned on (from the binding caches,
-so its resourceVersion is the precondition). Only managed bindings (``fleetgate.io/managed``)
-are written. A CONFLICT or GONE marks the binding dirty: it is decided again by a later pass,
-once the watch brought its new version (or, when the cache still holds the version the 409
-answered, once a fresh read shows it unchanged). Writes never go into the caches: the watch
-brings them back. A pass run twice writes nothing the second time (UNCHANGED).
+``Reconciler(api_client, policies, settings)`` owns the informers, the cycles (a JobCache kept
+between them: :mod:`reconciler.cycles`) and an :class:`Applier`. ``run_once(now)`` is one pass
+(its docstring has the steps): the snapshot from the caches, the cycle (the garbage collector
+paused), then what ``engine.enforce.plan_pass`` says to write (the lifecycle's transitions,
+group rollbacks and plans, the decisions), each on the binding object it was planned on (from
+the binding caches, so its resourceVersion is the precondition). Only managed bindings
+(``fleetgate.io/managed``) are written. A CONFLICT or GONE marks the binding dirty: it is
+decided again by a later pass, once the watch brought its new version (or, when the cache still
+holds the version the 409 answered, once a fresh read shows it unchanged). Writes never go into
+the caches: the watch brings them back. A pass run twice writes nothing again (UNCHANGED).
 
 Writes go out on a pool of threads (:mod:`reconciler.writers`), a binding per thread; the
 snapshot is kept from the informers' changes (:mod:`reconciler.kept`), not rebuilt; a Pending
@@ -17,7 +17,6 @@ decision its binding already carries is not planned again (:mod:`reconciler.sett
 Adoption (:mod:`reconciler.adopt`) and the estimators (:mod:`reconciler.estimator`) feed the
 snapshot. ``start()`` runs passes on a thread: after informer events (debounced; no cycle when
 they changed nothing a pass reads), every ``resync`` seconds, and soon while bindings are dirty.
-
 Past 400 lines: a pass's steps share the reconciler's state; what stands alone is in those above.
 """
 
@@ -36,7 +35,7 @@ import kubernetes
 from kubernetes.client.exceptions import ApiException
 
 from engine import annotations as ann
-from engine.cycle import CycleResult, Decision, JobCache, run_cycle, shapes_wanted
+from engine.cycle import CycleResult, Decision, JobCache, shapes_wanted
 from engine.enforce import (
     PLAN_CLEARED,
     PLANNED,
@@ -57,6 +56,7 @@ from engine.policy.policyset import PolicySet
 from engine.policy.reload import NoPolicySetError
 from reconciler.adopt import ADOPTED, Adopter, Adoption, ref_of
 from reconciler.apply import Applier, Outcome, utc_now
+from reconciler.cycles import Cycles
 from reconciler.estimator import Asked, EstimatorClient
 from reconciler.informer import Key
 from reconciler.informers import Informers
@@ -117,7 +117,7 @@ class Reconciler:
         self._forced = False  # wake() asked for a pass: run it even when nothing changed
         self.quiet_passes = 0  # passes events asked for that did not run: nothing changed
         self.settled = Settled(tracks=self.kept.keyed)  # decisions found written: not again
-        self.cache = JobCache()
+        self.cycles = Cycles(JobCache())  # in full, or a rerun of the last (reconciler.cycles)
         self.adopter = Adopter()  # placed bindings the webhook never saw (reconciler.adopt)
         self.dirty: dict[str, str] = {}  # binding ref → the resourceVersion a write met 409/404 on
         self.due: dt.datetime | None = None  # when time alone next changes a decision (lifecycle)
@@ -228,7 +228,7 @@ class Reconciler:
 
         1. snapshot — the informers' objects (placed bindings the webhook never saw adopted
            first: ``reconciler.adopt``), and the estimators' answers for the pending shapes;
-        2. cycle — ``run_cycle`` on it, with the JobCache kept between passes;
+        2. cycle — in full, or a rerun of the last when quiet (``reconciler.cycles``);
         3. plan — ``engine.enforce.plan_pass``: the lifecycle's transitions, group rollbacks,
            group plans and the decisions to enforce, all from the same snapshot;
         4. write — in that order (a reclaimed job leaves before its room is given away),
@@ -240,11 +240,12 @@ class Reconciler:
             moment = now if now is not None else self.clock()
             policies = self.policies.current
             adopted, snapshot, asked = self._snapshot(policies, moment)  # 1.
-            if quiet and not (adopted or self.dirty) and self.kept.nothing_new(snapshot, policies):
+            quiet = quiet and not (adopted or self.dirty)
+            if quiet and self.kept.nothing_new(snapshot, policies):
                 self.quiet_passes += 1
                 return None
             with collector_paused():
-                result = run_cycle(snapshot, policies, moment, self.cache)  # 2.
+                result = self.cycles.decide(snapshot, policies, moment, quiet=quiet)  # 2.
             todo = plan_pass(snapshot, policies, result, moment, self._cached)  # 3.
             self.due = todo.due
             self.last_result, self.last_snapshot = result, snapshot
@@ -274,7 +275,7 @@ class Reconciler:
         snapshot = self.kept.snapshot(written)
         asked = Asked()
         if self.estimator is not None:
-            shapes = shapes_wanted(snapshot, policies, now, self.cache)
+            shapes = shapes_wanted(snapshot, policies, now, self.cycles.cache)
             asked = self.estimator.ask(snapshot, shapes)
             snapshot = dataclasses.replace(snapshot, estimates=asked.estimates)
         return adopted, snapshot, asked
@@ -442,8 +443,7 @@ class Reconciler:
 
 
 def _managed(binding: Mapping[str, Any]) -> bool:
-    labels = (binding.get("metadata") or {}).get("labels") or {}
-    return labels.get(ann.MANAGED) == "true"
+    return ((binding.get("metadata") or {}).get("labels") or {}).get(ann.MANAGED) == "true"
 
 
 def _version(obj: Mapping[str, Any]) -> str:

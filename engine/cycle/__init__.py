@@ -4,6 +4,8 @@ these, never the modules inside (tests/test_layering.py checks it).
 
 - :func:`run_cycle` decides every pending job; :class:`Cycle` is its working state, whose
   ``arrive`` decides a job that came after, against the state the cycle ended in;
+- :func:`run_kept` runs it keeping what :func:`rerun` needs (:class:`Ran`) to decide, at the
+  same time, only the jobs that changed since;
 - :class:`Baseline`: the cycle ``fleetgate simulate --compare baseline`` measures against;
 - :class:`JobCache` keeps what a cycle read between cycles;
 - :class:`CycleResult`: the decisions (:class:`Decision`: :class:`Action`, :class:`Reason`),
@@ -35,6 +37,7 @@ from engine.cycle.model import (
 )
 from engine.cycle.placement.estimates import shapes_wanted
 from engine.cycle.reasons import NEVER, Action, Reason
+from engine.cycle.reuse import Ran, rerun, run_kept
 
 __all__ = [
     "NEVER",
@@ -49,10 +52,13 @@ __all__ = [
     "JobValues",
     "Mapped",
     "QueueReport",
+    "Ran",
     "Reason",
     "group_label",
     "map_template",
     "pending_note",
+    "rerun",
     "run_cycle",
+    "run_kept",
     "shapes_wanted",
 ]

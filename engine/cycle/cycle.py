@@ -95,7 +95,7 @@ class FullCycle:
         # queue → (binding ref, order key) of every job that keeps its place in the queue
         self.waiting: dict[str, list[tuple[str, tuple[Any, ...]]]] = defaultdict(list)
         self.no_victims: set[tuple[Any, ...]] = set()
-        self.searched: set[str] = set()  # queues that had their preemption search this cycle
+        self.searched: dict[str, str] = {}  # queue → the job (ref) whose search it had
         self.missed = _Missed()
         self.blocked: dict[str, PendingJob] = {}  # StrictFIFO leaf → its blocked head
         self.order: QueueOrder | None = None
@@ -192,14 +192,20 @@ class FullCycle:
 
     def result(self) -> CycleResult:
         """8. explain: positions, group states, queue reports, the records of the jobs."""
+        decisions = [explain.for_backoff(b) for b in self.backoff] + self.decisions
+        decisions = explain.with_positions(decisions, self.places(), every_queue=True)
+        return self.explained(groups.with_states(decisions, self.group_states))
+
+    def places(self) -> dict[str, list[tuple[str, tuple[Any, ...]]]]:
+        """Each queue's waiting jobs (those in backoff too) with their order keys."""
         waiting = {queue: list(jobs) for queue, jobs in self.waiting.items()}
         for item in self.backoff:
             if item.mapped is not None:
                 waiting.setdefault(item.mapped.queue, []).append(self.backoff_place(item))
-        decisions = [explain.for_backoff(b) for b in self.backoff] + self.decisions
-        # every job in ``waiting`` has a decision: all of its queues are wanted
-        decisions = explain.with_positions(decisions, waiting, every_queue=True)
-        decisions = groups.with_states(decisions, self.group_states)
+        return waiting
+
+    def explained(self, decisions: list[Decision]) -> CycleResult:
+        """The result of ``decisions`` (backoff first, positions given): reports, records."""
         reports = explain.queue_reports(
             self.quota,
             self.order or QueueOrder(self.quota, {}, fair_sharing=False, resources=()),
@@ -381,8 +387,7 @@ class FullCycle:
         if chosen is None:
             return False
         self.victims.take(chosen.victims)
-        # Hold the preemptor's quota for the rest of the cycle on top of the victims' (they run
-        # until they terminate), so no later job takes what the preemptor will need.
+        # the preemptor's quota held on top of the victims' (they run until they terminate)
         self.quota.add(leaf, job.demand)
         # On the nominated cluster, what the victims do not free is taken from what is free now.
         freed = vectors.total((v.usage.get(chosen.cluster, {}), 1) for v in chosen.victims)
@@ -440,7 +445,6 @@ class FullCycle:
             if self.late_since is not None:
                 key = late_key(key, job.enqueued_at, self.late_since)
             waiting.append((job.ref, key))
-            # Its place unless a job decided later goes before it (jobs of a leaf are decided
-            # in queue order): ``explain.with_positions`` makes sure, and corrects it if not.
+            # its place, unless a job decided later goes before it: ``with_positions`` says
             extra["position"] = len(waiting)
         self.decisions.append(explain.for_job(job, reason, message, **extra))

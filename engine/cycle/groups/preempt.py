@@ -107,7 +107,7 @@ def attempt(cycle: Searching, unit: Unit, leaf: QuotaNode, refused: Outcome) -> 
         search = Search(representative, leaf, queue, quota, index)
         if not (search.owners or search.lower) or search.hopeless():
             return None
-        cycle.searched.add(leaf.name)
+        cycle.searched[leaf.name] = unit.representative.ref
         chosen = _choose(unit, search, cycle.placer, cycle.clusters)
     if chosen is None or cycle.victims_spent(len(chosen[1])):
         return None

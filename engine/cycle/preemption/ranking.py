@@ -44,7 +44,7 @@ class Searching(Protocol):
     victims: VictimIndex
     placer: Placing
     clusters: dict[str, ClusterState]
-    searched: set[str]  # queues that had their preemption search this cycle
+    searched: dict[str, str]  # queue → the job (ref) that had its search this cycle
     no_victims: set[tuple[Any, ...]]  # (queue, priority, pods, victims taken): none found
 
     def victims_spent(self, more: int = 0) -> bool: ...
@@ -79,7 +79,7 @@ def _search(cycle: Searching, job: PendingJob, leaf: QuotaNode, queue: Queue) ->
     targets = [n for n in names if clusters[n].could_ever_hold(job.pods, job.demand)]
     if not targets:
         return None
-    cycle.searched.add(leaf.name)
+    cycle.searched[leaf.name] = job.ref
     chosen = choose(found, clusters, targets)
     if chosen is not None and cycle.victims_spent(len(chosen.victims)):
         chosen = None  # more than this cycle may still preempt: the next cycle tries again
