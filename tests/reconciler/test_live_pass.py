@@ -14,8 +14,10 @@ import kubernetes
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.cycle import run_cycle
+from engine.cycle import CycleResult, Decision, run_cycle
 from engine.fleet.snapshot import build_snapshot
+from engine.policy.model import Strategy
+from reconciler.adopt import ref_of
 from reconciler.apply import Outcome
 from reconciler.informer import Informer, key_of
 from reconciler.informers import Informers
@@ -161,7 +163,50 @@ def test_each_pass_reads_what_a_rebuild_reads_and_decides_the_same(
             assert rec.last_snapshot == rebuilt
         assert rec.last_result is not None
         full = run_cycle(rebuilt, POLICIES, NOW)
-        assert rec.last_result.decisions == full.decisions  # the last decisions stand
+        assert by_binding(rec.last_result) == by_binding(full)  # the last decisions stand
+
+
+def by_binding(result: CycleResult) -> list[Decision]:
+    """The decisions, whatever order they were made in (a rerun decides the changed last)."""
+    return sorted(result.decisions, key=lambda d: (d.binding, str(d.action)))
+
+
+def test_a_quiet_pass_reruns_only_the_waiting_jobs_that_changed() -> None:
+    """With no Cluster, every job waits: the cycle admits, preempts and holds nothing, so a
+    pass events alone asked for decides only the jobs that changed (reconciler.cycles), and
+    its decisions are the full cycle's."""
+    feed = Feed()
+    feed.list_all([o for o in example_objects() if o.get("kind") != "Cluster"])
+    rec = Reconciler(
+        None,  # type: ignore[arg-type]
+        FixedPolicies(POLICIES),
+        clock=lambda: NOW,
+        informers=feed.informers,
+    )
+    rec.applier = ScriptedApplier()  # type: ignore[assignment]
+    rec.run_once(NOW)
+    waiting = [b for b in feed.objects(RB) if not (b.get("spec") or {}).get("clusters")]
+    assert len(waiting) >= 3
+    for n, binding in enumerate(waiting[:2]):
+        binding = copy.deepcopy(binding)  # a cache's objects are replaced, never changed
+        binding["metadata"].setdefault("labels", {})["touched"] = str(n)
+        feed.event("MODIFIED", binding)
+        assert rec.run_once(NOW, quiet=True) is not None and rec.cycles.reruns == n + 1
+        rebuilt = build_snapshot(feed.informers.snapshot_objects())
+        assert rec.last_result is not None
+        assert by_binding(rec.last_result) == by_binding(run_cycle(rebuilt, POLICIES, NOW))
+    # a job that leaves (not a StrictFIFO queue's head, which the jobs behind it name)
+    strict = {q.name for q in POLICIES.queues if q.strategy == Strategy.STRICT_FIFO}
+    queues = {d.binding: d.queue for d in rec.last_result.decisions}
+    gone = next(b for b in waiting[2:] if queues[ref_of(b)] not in strict)
+    feed.event("DELETED", gone)
+    assert rec.run_once(NOW, quiet=True) is not None and rec.cycles.reruns == 3
+    assert rec.last_result is not None
+    assert ref_of(gone) not in {d.binding for d in rec.last_result.decisions}
+    rebuilt = build_snapshot(feed.informers.snapshot_objects())
+    assert by_binding(rec.last_result) == by_binding(run_cycle(rebuilt, POLICIES, NOW))
+    rec.run_once(NOW)  # not quiet (a resync, wake()): the full cycle
+    assert rec.cycles.reruns == 3
 
 
 def test_only_changed_objects_are_read_again() -> None:
