@@ -59,7 +59,6 @@ sys.path.insert(0, str(REPO))
 from engine import annotations as ann  # noqa: E402
 from engine.enforce import lifecycle  # noqa: E402
 from engine.policy.reload import PolicyHolder  # noqa: E402
-from reconciler import loop as reconciler_loop  # noqa: E402
 from reconciler.loop import Reconciler  # noqa: E402
 from reconciler.settings import ReconcilerSettings  # noqa: E402
 from reconciler.writers import DEFAULT_WRITE_WORKERS  # noqa: E402
@@ -201,7 +200,7 @@ class Stages:
 
 def instrument(rec: Reconciler, stages: Stages, profile: cProfile.Profile | None) -> None:
     rec._snapshot = stages.wrap("snapshot", rec._snapshot)  # type: ignore[method-assign]
-    reconciler_loop.run_cycle = stages.wrap("cycle", reconciler_loop.run_cycle)
+    rec.cycles.decide = stages.wrap("cycle", rec.cycles.decide)  # type: ignore[method-assign]
     lifecycle.review = stages.wrap("lifecycle", lifecycle.review)
     rec.applier.apply = stages.wrap("writes", rec.applier.apply)  # type: ignore[method-assign]
     if hasattr(rec.applier, "transition"):

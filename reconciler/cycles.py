@@ -10,6 +10,7 @@ would; otherwise, and for every other pass, the full cycle runs at the pass's ti
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 
 from engine.cycle import CycleResult, JobCache, Ran, rerun, run_kept
@@ -29,13 +30,14 @@ class Cycles:
         self, snapshot: Snapshot, policies: PolicySet, now: dt.datetime, *, quiet: bool
     ) -> CycleResult:
         """The decisions on ``snapshot``; ``quiet``: the pass may decide as of the last
-        cycle's time."""
+        cycle's time (the result still says ``now``: the pass that decided)."""
         ran = None
         if quiet and self.last is not None:
             ran = rerun(self.last, snapshot, policies, self.cache)
         if ran is None:
-            ran = run_kept(snapshot, policies, now, self.cache)
-        else:
-            self.reruns += 1
-        self.last = ran
-        return ran.result
+            self.last = run_kept(snapshot, policies, now, self.cache)
+            return self.last.result
+        self.reruns += 1
+        self.last = ran  # a later rerun is at its time again
+        # the pass's time, as the readers of a result take it (the time of the latest pass)
+        return dataclasses.replace(ran.result, now=now)

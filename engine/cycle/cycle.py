@@ -94,7 +94,7 @@ class FullCycle:
         self.decisions: list[Decision] = []
         # queue → (binding ref, order key) of every job that keeps its place in the queue
         self.waiting: dict[str, list[tuple[str, tuple[Any, ...]]]] = defaultdict(list)
-        self.no_victims: set[tuple[Any, ...]] = set()
+        self.no_victims: dict[tuple[Any, ...], str] = {}  # shape → whose search found none
         self.searched: dict[str, str] = {}  # queue → the job (ref) whose search it had
         self.missed = _Missed()
         self.blocked: dict[str, PendingJob] = {}  # StrictFIFO leaf → its blocked head

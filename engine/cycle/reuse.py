@@ -9,9 +9,15 @@ snapshot holds the same admitted jobs, clusters, PriorityClasses, Namespaces, po
 estimates, then in a full cycle on it at that time:
 
 - every job that did not change sees that same state at its turn, as long as no changed job
-  before it changes the state, and so gets its last decision again (the cycle's memos and
-  shortcuts give what checking each job gives; a job's message names no other job here);
+  before it changes the state, and so gets its last decision again (a job's message names no
+  other job here but a StrictFIFO head);
 - a changed or new job, decided against that state, is the only one that might change it.
+
+A victim search is the one exception to "a job sees only the state": it runs once per queue per
+cycle, for the first job that reaches a target cluster, and a job of a shape whose search found
+nobody does not search again. So a job that had its search (``Ran.searchers``) must not change
+or leave: another would search in its place. Each changed job searches on its own here, as if
+first: if none finds victims, none does in the full cycle, whichever comes first there.
 
 So ``rerun`` reads the jobs, decides only those that changed (new job objects: the JobCache
 keeps a job's object while nothing it was read from changed), and keeps every other decision.
@@ -21,14 +27,14 @@ decision:
 - it is admitted, preempts or holds room (the state changes for the jobs after it);
 - it becomes a StrictFIFO queue's head, or was its head (the jobs behind a head name it; a
   job behind the head stays behind it, and one before it that is rejected changes nothing);
-- it had its queue's victim search in the last cycle (the search is once per queue per
-  cycle, so another job of the queue would search now), or it is old enough for a
-  reservation's turn (``reservations.after``: it goes first, and may hold room);
+- it had a victim search in the last cycle (above), it is nominated by its preemption (it is
+  tried before any head blocks its queue), or it is old enough for a reservation's turn
+  (``reservations.after``: it goes first, and may hold room);
 - more than ``LIMIT`` jobs changed.
 
 The result's decisions are those of ``run_cycle`` on the same snapshot and time, binding for
 binding, with positions and queue reports recomputed; their order differs (the jobs decided
-again come last). tests/cycle/test_rerun.py checks it against full cycles.
+again come last). tests/cycle/test_reuse.py checks it against full cycles.
 """
 
 from __future__ import annotations
@@ -37,14 +43,13 @@ import datetime as dt
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
-from engine.cycle import explain
+from engine import annotations as ann
+from engine.cycle import explain, reservations
 from engine.cycle.cycle import FullCycle
 from engine.cycle.jobs.cache import JobCache
 from engine.cycle.jobs.model import PendingJob
 from engine.cycle.model import CycleResult
-from engine.cycle.ordering.order import late_key
 from engine.cycle.reasons import NEVER
 from engine.fleet.model import Snapshot
 from engine.policy.policyset import PolicySet
@@ -77,7 +82,7 @@ def run_kept(
     result = cycle.run()
     still = cycle.quota.version == start and not cycle.holds
     plain = not (cycle.units or cycle.group_states) and _plain(cycle.pending)
-    return Ran(cycle, result, still, plain, frozenset(cycle.searched.values()))
+    return Ran(cycle, result, still, plain, _searchers(cycle))
 
 
 def rerun(last: Ran, snapshot: Snapshot, policies: PolicySet, cache: JobCache) -> Ran | None:
@@ -100,15 +105,21 @@ def rerun(last: Ran, snapshot: Snapshot, policies: PolicySet, cache: JobCache) -
         return None
     start = cycle.quota.version
     cycle.blocked = dict(before.blocked)
+    cycle.order = cycle._queue_order({})  # its keys; for the queue reports: nobody takes a turn
+    searchers = set(last.searchers)
     for job in changed:  # as the full cycle's turn: screened, then quota, placement, preemption
+        # each searches on its own, as if first in its queue: if none finds victims, none
+        # does in the full cycle either, whichever of them comes first there
+        cycle.searched, cycle.no_victims = {}, {}
+        cycle.missed.reset(start)
         if not _decide(cycle, job):
             return None
+        searchers |= _searchers(cycle)
     if cycle.quota.version != start or cycle.holds:
         return None
     kept = last.result.decisions[len(before.backoff) :]  # with their positions
     cycle.decisions = [d for d in kept if d.binding not in dropped] + cycle.decisions
     cycle.waiting = _waiting(before, cycle, dropped, {job.mapped.queue for job in olds})
-    cycle.order = cycle._queue_order({})  # for the queue reports: nobody takes a turn
     moved = {job.mapped.queue for job in [*changed, *olds]}
     moved |= {b.mapped.queue for b in [*before.backoff, *cycle.backoff] if b.mapped is not None}
     places = cycle.places()  # positions change only in the queues where a job changed
@@ -116,8 +127,7 @@ def rerun(last: Ran, snapshot: Snapshot, policies: PolicySet, cache: JobCache) -
     decisions = explain.with_positions(
         decisions, {q: places[q] for q in moved if q in places}, every_queue=True
     )
-    searchers = last.searchers | frozenset(cycle.searched.values())
-    return Ran(cycle, cycle.explained(decisions), True, True, searchers)
+    return Ran(cycle, cycle.explained(decisions), True, True, frozenset(searchers))
 
 
 def _decide(cycle: FullCycle, job: PendingJob) -> bool:
@@ -128,20 +138,21 @@ def _decide(cycle: FullCycle, job: PendingJob) -> bool:
     if problem is not None:
         cycle._decide(job, *problem)
         return True
-    queue = job.mapped.queue
+    queue, order = job.mapped.queue, cycle.order
     head = cycle.blocked.get(queue)
     if head is not None and cycle.policies.scheduling.reservations:
         return False  # a head that took a reservation's turn blocks the jobs before it too
-    if head is not None and _place(cycle, head) < _place(cycle, job):
+    if head is not None and order is not None and order.job_key(head) < order.job_key(job):
         cycle._block((job,), head)  # behind the head: never considered
         return True
     cycle._consider(job, cycle.quota.nodes[queue])
     return not cycle._strict(queue) or cycle.decisions[-1].reason in NEVER
 
 
-def _place(cycle: FullCycle, job: PendingJob) -> Any:
-    """Where ``job`` goes among its queue's jobs (``QueueOrder.job_key``)."""
-    return late_key(job.order_key, job.enqueued_at, cycle.late_since)
+def _searchers(cycle: FullCycle) -> frozenset[str]:
+    """The jobs whose victim search ran (it found nobody in a still cycle): later jobs of
+    their queue, or of their shape, skipped theirs."""
+    return frozenset(cycle.searched.values()) | frozenset(cycle.no_victims.values())
 
 
 def _plain(jobs: Iterable[PendingJob]) -> bool:
@@ -192,15 +203,15 @@ def _quiet(
     cycle: FullCycle, jobs: Iterable[PendingJob], searchers: frozenset[str], heads: Iterable[str]
 ) -> bool:
     """Whether none of ``jobs`` (the changed ones, as now and as before) was a StrictFIFO
-    queue's blocked head (one of ``heads``), had its queue's search, or is old enough for a
-    reservation's turn. (A job nominated by its preemption goes first only when it is then
-    admitted, and an admission is seen after the fact.)"""
+    queue's blocked head (one of ``heads``), had a victim search (one of ``searchers``), is
+    nominated by its preemption (it is tried before any head blocks its queue) or is old enough
+    for a reservation's turn."""
     policy = cycle.policies.scheduling.reservations
     skip = {*heads, *searchers}
     for job in jobs:
-        if job.ref in skip:
+        if job.ref in skip or job.binding.annotations.get(ann.NOMINATED_CLUSTER):
             return False
-        if policy and (cycle.now - job.enqueued_at).total_seconds() >= policy.after:
+        if policy and reservations.starving([job], policy, cycle.now):
             return False
     return True
 

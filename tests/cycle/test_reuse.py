@@ -280,6 +280,62 @@ OLD_ENOUGH = {
 """A job queued two hours ago arrives (a relist found it, say) in a fleet whose policy holds
 room for jobs waiting an hour: its turn comes first and holds ``east`` for it."""
 
+TWO_ARRIVE = {
+    "policies": [queue("q", preemption=LOWER)],
+    "clusters": [{"name": "east", "nodes": 2, "node": {"cpu": 8}}],
+    "jobs": [
+        {"name": "low", "queue": "q", "priority": 0, "pod": {"cpu": 5}, "admitted": "east"},
+        {"name": "high", "queue": "q", "priority": 5, "pod": {"cpu": 5}, "admitted": "east"},
+        {"name": "big", "queue": "q", "priority": 1, "pods": 2, "pod": {"cpu": 5}, "at": 2},
+        {"name": "one", "queue": "q", "priority": 1, "pod": {"cpu": 5}, "at": 1},
+    ],
+}
+"""SEARCHER_LEAVES' fleet, both waiting jobs arriving in one pass: ``one`` goes first in the
+queue and takes ``low``, although ``big`` (decided first by name) finds nobody."""
+
+SHAPE_SEARCHED = {
+    "policies": [queue("q", preemption=LOWER, max={"cpu": 10})],
+    "clusters": [
+        {"name": "east", "nodes": 2, "node": {"cpu": 8}},
+        {"name": "tiny", "nodes": 1, "node": {"cpu": 2}},
+    ],
+    "jobs": [
+        {"name": "low", "queue": "q", "priority": 0, "pod": {"cpu": 5}, "admitted": "east"},
+        {"name": "high", "queue": "q", "priority": 5, "pod": {"cpu": 5}, "admitted": "east"},
+        {
+            "name": "pinned",
+            "queue": "q",
+            "priority": 1,
+            "pod": {"cpu": 5},
+            "at": 1,
+            "placement": {"clusters": ["tiny"]},
+        },
+        {"name": "free", "queue": "q", "priority": 1, "pod": {"cpu": 5}, "at": 2},
+    ],
+}
+"""The queue's max is taken. ``pinned`` may only go to ``tiny``, where it never fits: its
+search finds no cluster, and ``free``, of the same shape, does not search after it. Once
+``pinned`` leaves, ``free`` searches and takes ``low``."""
+
+NOMINATED_BEHIND = {
+    "policies": [queue("q", strategy="StrictFIFO"), queue("other")],
+    "clusters": [{"name": "east", "nodes": 2, "node": {"cpu": 8}}],
+    "jobs": [
+        {"name": "runs", "queue": "other", "priority": 5, "pod": {"cpu": 8}, "admitted": "east"},
+        {"name": "head", "queue": "q", "priority": 1, "pods": 2, "pod": {"cpu": 8}, "at": 1},
+        {
+            "name": "nominee",
+            "queue": "q",
+            "priority": 1,
+            "pod": {"cpu": 10},
+            "at": 2,
+            "nominated": "east",
+        },
+    ],
+}
+"""A StrictFIFO head waits for two free nodes; behind it waits a job its preemption nominated
+to ``east``. Edited to fit, the nominee is admitted before the head blocks the queue."""
+
 NAMED: dict[str, tuple[dict[str, Any], list[str], Step, str, str]] = {
     # scenario, absent at first, the pass's changes, the job, its reason in the full cycle
     "the job that had its queue's search leaves": (
@@ -288,6 +344,27 @@ NAMED: dict[str, tuple[dict[str, Any], list[str], Step, str, str]] = {
         [("leave", SEARCHER_LEAVES["jobs"][2])],
         "team/one-pytorchjob",
         "Preempting",
+    ),
+    "two jobs of a queue arrive, the first by name finds no victims": (
+        TWO_ARRIVE,
+        ["team/big-pytorchjob", "team/one-pytorchjob"],
+        [("arrive", TWO_ARRIVE["jobs"][2]), ("arrive", TWO_ARRIVE["jobs"][3])],
+        "team/one-pytorchjob",
+        "Preempting",
+    ),
+    "the job whose search spared the jobs of its shape leaves": (
+        SHAPE_SEARCHED,
+        [],
+        [("leave", SHAPE_SEARCHED["jobs"][2])],
+        "team/free-pytorchjob",
+        "Preempting",
+    ),
+    "a nominated job behind a StrictFIFO head is edited to fit": (
+        NOMINATED_BEHIND,
+        [],
+        [("edit", {**NOMINATED_BEHIND["jobs"][2], "pod": {"cpu": 6}})],
+        "team/nominee-pytorchjob",
+        "Admitted",
     ),
     "a job old enough for a reservation arrives": (
         OLD_ENOUGH,

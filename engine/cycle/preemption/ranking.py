@@ -45,7 +45,8 @@ class Searching(Protocol):
     placer: Placing
     clusters: dict[str, ClusterState]
     searched: dict[str, str]  # queue → the job (ref) that had its search this cycle
-    no_victims: set[tuple[Any, ...]]  # (queue, priority, pods, victims taken): none found
+    # (queue, priority, pods, victims taken) → the job (ref) whose search found nobody
+    no_victims: dict[tuple[Any, ...], str]
 
     def victims_spent(self, more: int = 0) -> bool: ...
 
@@ -66,7 +67,7 @@ def search(cycle: Searching, job: PendingJob, leaf: QuotaNode) -> Preemption | N
     with cycle.victims.gone(cycle.quota):  # what earlier victims free is not paid for again
         chosen = _search(cycle, job, leaf, queue)
     if chosen is None:
-        cycle.no_victims.add(shape)
+        cycle.no_victims[shape] = job.ref
     return chosen
 
 
