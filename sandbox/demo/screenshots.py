@@ -22,7 +22,9 @@ FLAGS = (
 WINDOW = "--window-size=1400,1400"  # tall enough for a job's page down to its Events
 PAGES = (  # file name, the page's address after the dashboard's, what shows it is drawn
     ("job", "#/job/{job}", "[data-region=live] > *"),  # first: a waiting job may soon start
-    ("jobs", "#/jobs?namespace=*", "tr[data-job]"),
+    # its rows, or "no jobs": at the demo's speed the jobs seen running may all have ended
+    # (and no other come yet) by the time a slow machine's browser opens this page
+    ("jobs", "#/jobs?namespace=*", "[data-table=jobs] tbody tr"),
     ("queues", "#/queues", "[data-table=queues] tbody tr"),
     ("fleet", "#/fleet", "[data-table=clusters] tbody tr"),
 )
