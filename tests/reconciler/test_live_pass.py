@@ -98,6 +98,18 @@ RB = "resourcebindings.work.karmada.io"
 JOBS = "pytorchjobs.kubeflow.org"
 
 
+def reconciler_on(feed: Feed) -> Reconciler:
+    """A reconciler over ``feed``'s informers at ``NOW``, whose ScriptedApplier sends nothing."""
+    rec = Reconciler(
+        None,  # type: ignore[arg-type]
+        FixedPolicies(POLICIES),
+        clock=lambda: NOW,
+        informers=feed.informers,
+    )
+    rec.applier = ScriptedApplier()  # type: ignore[assignment]
+    return rec
+
+
 def step(feed: Feed, op: tuple[int, int, int], rng: random.Random) -> None:
     what, index, variant = op
     name = f"extra-{index}"
@@ -146,13 +158,7 @@ def test_each_pass_reads_what_a_rebuild_reads_and_decides_the_same(
 ) -> None:
     feed, rng = Feed(), random.Random(seed)
     feed.list_all(example_objects())
-    rec = Reconciler(
-        None,  # type: ignore[arg-type]  # the ScriptedApplier below sends nothing
-        FixedPolicies(POLICIES),
-        clock=lambda: NOW,
-        informers=feed.informers,
-    )
-    rec.applier = ScriptedApplier()  # type: ignore[assignment]
+    rec = reconciler_on(feed)
     for n, op in enumerate(ops):
         step(feed, op, rng)
         if n % 2 and n != len(ops) - 1:
@@ -182,13 +188,7 @@ def test_a_quiet_pass_reruns_only_the_waiting_jobs_that_changed() -> None:
     its decisions are the full cycle's."""
     feed = Feed()
     feed.list_all([o for o in example_objects() if o.get("kind") != "Cluster"])
-    rec = Reconciler(
-        None,  # type: ignore[arg-type]
-        FixedPolicies(POLICIES),
-        clock=lambda: NOW,
-        informers=feed.informers,
-    )
-    rec.applier = ScriptedApplier()  # type: ignore[assignment]
+    rec = reconciler_on(feed)
     rec.run_once(NOW)
     waiting = [b for b in feed.objects(RB) if not (b.get("spec") or {}).get("clusters")]
     assert len(waiting) >= 3
@@ -220,13 +220,7 @@ def test_a_quiet_pass_reruns_only_the_waiting_jobs_that_changed() -> None:
 def test_only_changed_objects_are_read_again() -> None:
     feed = Feed()
     feed.list_all(example_objects())
-    rec = Reconciler(
-        None,  # type: ignore[arg-type]
-        FixedPolicies(POLICIES),
-        clock=lambda: NOW,
-        informers=feed.informers,
-    )
-    rec.applier = ScriptedApplier()  # type: ignore[assignment]
+    rec = reconciler_on(feed)
     rec.run_once(NOW)
     assert len(feed.objects(RB)) >= 5 and len(rec.last_snapshot.bindings) >= 5
     reads = rec.kept.live.reads
@@ -244,14 +238,9 @@ def test_only_changed_objects_are_read_again() -> None:
 def test_a_pass_events_alone_ask_for_runs_no_cycle_when_they_changed_nothing_it_reads() -> None:
     feed = Feed()
     feed.list_all(example_objects())
-    rec = Reconciler(
-        None,  # type: ignore[arg-type]
-        FixedPolicies(POLICIES),
-        clock=lambda: NOW,
-        informers=feed.informers,
-    )
-    applier = ScriptedApplier()
-    rec.applier = applier  # type: ignore[assignment]
+    rec = reconciler_on(feed)
+    applier = rec.applier
+    assert isinstance(applier, ScriptedApplier)
     assert rec.run_once(NOW, quiet=True) is not None  # the first pass always runs
     decisions = rec.last_result.decisions if rec.last_result else ()
     # a field no reader reads: the very same snapshot, no cycle, the decisions stand
