@@ -188,7 +188,7 @@ def stage(
 def _written(snapshot: Snapshot) -> dict[tuple[str, str], _Applied]:
     """(group, plan id) → the members carrying that plan: bound under it, or not bound."""
     found: dict[tuple[str, str], _Applied] = {}
-    for binding in snapshot.bindings:
+    for binding in snapshot.notable_bindings():  # every one with a plan is among them
         if ann.GROUP_PLAN not in binding.annotations or not _managed(binding):
             continue
         plan = read_plan(binding.annotations)

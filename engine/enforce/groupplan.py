@@ -83,7 +83,8 @@ def enforcement(
     jobs: Mapping[str, JobRecord] | None = None,
 ) -> Enforcement:
     """:func:`rollbacks` and ``groupphase.stage`` for one pass, a member rolled back once."""
-    decided = list(decisions)
+    # all that either reads: a decision with no group that preempts nobody is none of theirs
+    decided = [d for d in decisions if d.group is not None or d.action == Action.PREEMPT]
     short = rollbacks(snapshot, leaving, decided, jobs)
     staged = groupphase.stage(snapshot, decided, version, now)
     seen = {r.binding for r in short}
@@ -132,7 +133,7 @@ def rollbacks(
             wanting.add(d.group.name)
     staying: dict[str, list[str]] = {}
     minimum: dict[str, int] = {}
-    for binding in snapshot.bindings:
+    for binding in snapshot.notable_bindings():  # the placed ones are among them
         name = binding.annotations.get(ann.ADMITTED_GROUP)
         if not name or not binding.clusters or binding.labels.get(ann.MANAGED) != "true":
             continue
@@ -143,10 +144,10 @@ def rollbacks(
         else:
             staying.setdefault(name, [])
             wanting.add(name)
-    if not staying:
-        return ()
+    short = {n for n, r in staying.items() if r and len(r) + admitted.get(n, 0) < minimum[n]}
     records = jobs if jobs is not None else {}
-    for binding in snapshot.bindings:  # a member waiting (in backoff too) says the group is short
+    for binding in snapshot.bindings if short - wanting else ():
+        # a member waiting (in backoff too) says the group is short
         if not binding.clusters and binding.labels.get(ann.MANAGED) == "true":
             record = records.get(binding_ref(binding))
             if record is not None:
@@ -156,10 +157,10 @@ def rollbacks(
             if name is not None:
                 wanting.add(name)
     found: list[GroupRollback] = []
-    for name, refs in staying.items():
+    for name in short & wanting:
+        refs = staying[name]
         remaining = len(refs) + admitted.get(name, 0)
-        if refs and remaining < minimum[name] and name in wanting:
-            found.extend(GroupRollback(ref, name, minimum[name], remaining) for ref in refs)
+        found.extend(GroupRollback(ref, name, minimum[name], remaining) for ref in refs)
     return tuple(sorted(found, key=lambda r: r.binding))
 
 

@@ -52,8 +52,12 @@ def plan_pass(
         snapshot, changes.reclaimed, result.decisions, result.policy_version, now, result.jobs
     )
     skip = changes.reclaimed | grouped.held
-    decided = [d.binding for d in result.decisions]
-    enforced = tuple(d for d in result.decisions if d.binding not in skip)
+    # the bindings of this pass's Started and Confirm writes that the cycle decides about too
+    written = {c.binding for c in changes.confirms} | {s.binding for s in changes.started}
+    decided = [d.binding for d in result.decisions if d.binding in written] if written else []
+    enforced = (
+        tuple(d for d in result.decisions if d.binding not in skip) if skip else result.decisions
+    )
     return PassPlan(
         transitions=changes.transitions([*decided, *skip]),
         rollbacks=grouped.rollbacks,

@@ -13,7 +13,10 @@ parts it touches:
    bindings, policies, PriorityClasses, Namespaces, HyperJobs), a job's Workload, an object
    no reader reads, or a reader's error;
 4. per template that no reader read, its demand from its bindings (``template_demand``):
-   recomputed when one of its bindings, or the object at its key, changes.
+   recomputed when one of its bindings, or the object at its key, changes;
+5. the notable bindings (``Snapshot.notable_bindings``: placed, or waiting with a backoff,
+   exclusions or a group plan), kept in order beside the bindings, so that a pass's plan looks
+   at those few instead of every binding.
 
 ``snapshot()`` assembles the parts; a part that did not change is the same value as last time
 (its sorted order is kept as changes arrive), and an object read again that gives what it gave
@@ -34,7 +37,14 @@ from typing import Any, Generic, TypeVar
 
 from engine.fleet.bindings import BINDING_KINDS
 from engine.fleet.frozen import FrozenDict
-from engine.fleet.model import BindingView, ObjectKey, Snapshot, SnapshotIssue
+from engine.fleet.model import (
+    BindingView,
+    Notable,
+    ObjectKey,
+    Snapshot,
+    SnapshotIssue,
+    is_notable,
+)
 from engine.fleet.propagation import PERMANENT_ID_LABELS
 from engine.fleet.snapshot import (
     ObjectRead,
@@ -159,6 +169,7 @@ class LiveSnapshot:
         self._errors: tuple[SnapshotIssue, ...] | None = ()
         self._clusters: _Sorted[Any] = _Sorted(cluster_order)
         self._bindings: _Sorted[BindingView] = _Sorted(snapshot_binding_order)
+        self._notable: _Sorted[BindingView] = _Sorted(snapshot_binding_order)
         self._policies: _Sorted[Any] = _Sorted(policy_order)
         self._classes: _Sorted[Any] = _Sorted(cluster_order)
         self._namespaces: _Mapping[Any] = _Mapping()
@@ -247,15 +258,17 @@ class LiveSnapshot:
             )
             self._issues = +self._issues  # drop the counts that reached zero
         last = self._last
+        bindings = self._bindings.values()
         snapshot = Snapshot(
             clusters=self._clusters.values(),
-            bindings=self._bindings.values(),
+            bindings=bindings,
             workloads=self._workloads.frozen(),
             policies=self._policies.values(),
             priority_classes=self._classes.values(),
             errors=self._errors,
             hyperjobs=self._hyperjobs.frozen(),
             namespaces=self._namespaces.frozen(),
+            notable=Notable(bindings, self._notable.values()),
         )
         if last is not None and _same_parts(last, snapshot):
             return last
@@ -356,6 +369,10 @@ class LiveSnapshot:
                 if not claims:
                     del self._claims[value.resource.key]
             self._stale_templates.add(value.resource.key)
+            if add and is_notable(value):
+                self._notable.put(ident, value)
+            elif not add:
+                self._notable.remove(ident)
             part: Any = self._bindings
         elif group_kind == NAMESPACES:
             if add:

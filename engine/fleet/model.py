@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from fractions import Fraction
 
+from engine import annotations as ann
 from engine.errors import issue_text
 from engine.fleet.affinity import (
     ClusterAffinity,
@@ -40,6 +41,7 @@ __all__ = [
     "IssueCode",
     "LabelSelector",
     "NamespaceView",
+    "Notable",
     "ObjectKey",
     "ObjectRef",
     "PlacementView",
@@ -55,6 +57,7 @@ __all__ = [
     "Taint",
     "Toleration",
     "affinity_allows",
+    "is_notable",
     "tolerates",
 ]
 
@@ -275,6 +278,26 @@ class Estimates:
         return found
 
 
+NOTES = (ann.BACKOFF_UNTIL, ann.EXCLUDED_CLUSTERS, ann.GROUP_PLAN)
+
+
+def is_notable(binding: BindingView) -> bool:
+    """Placed, or carrying a backoff, exclusions or a group plan."""
+    if binding.clusters:
+        return True
+    notes = binding.annotations
+    return NOTES[0] in notes or NOTES[1] in notes or NOTES[2] in notes
+
+
+@dataclass(frozen=True, slots=True)
+class Notable:
+    """The notable bindings among a snapshot's ``among`` (``Snapshot.notable_bindings``), kept
+    as bindings come and go instead of found again every pass."""
+
+    among: tuple[BindingView, ...]
+    bindings: tuple[BindingView, ...]
+
+
 @dataclass(frozen=True, slots=True)
 class Snapshot:
     clusters: tuple[ClusterView, ...]  # sorted by name
@@ -288,6 +311,18 @@ class Snapshot:
     estimates: Estimates = field(default_factory=Estimates)
     # name → Namespace (its labels, for the queues' ``namespaceSelector``)
     namespaces: FrozenDict[str, NamespaceView] = field(default_factory=FrozenDict)
+    # the notable bindings, when whoever built the snapshot kept them (engine.fleet.live):
+    # derived from ``bindings``, so never compared
+    notable: Notable | None = field(default=None, compare=False, repr=False)
+
+    def notable_bindings(self) -> tuple[BindingView, ...]:
+        """The bindings a pass's plan looks at one by one, in snapshot order: the placed ones,
+        and waiting ones with a backoff, exclusions or a group plan (:func:`is_notable`). Every
+        other binding is waiting and carries none of those: a plan has nothing to do for it."""
+        kept = self.notable
+        if kept is not None and kept.among is self.bindings:
+            return kept.bindings
+        return tuple(b for b in self.bindings if is_notable(b))
 
     def namespace_labels(self, name: str) -> Mapping[str, str]:
         """The Namespace's labels; of one not in the snapshot, only the name label the API

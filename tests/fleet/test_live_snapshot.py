@@ -15,6 +15,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from engine import annotations as ann
 from engine.fleet.live import LiveSnapshot
 from engine.fleet.snapshot import build_snapshot
 from tests.conftest import REPO
@@ -33,6 +34,7 @@ Obj = dict[str, Any]
 Key = tuple[str, str, str]  # (source, namespace, name): an informer's cache and its key
 NAMES = [f"j{i}" for i in range(6)]
 SOURCES = ("watch:rb", "watch:jobs", "watch:runs", "watch:fleet", "file.yaml")
+NOTABLE = {ann.BACKOFF_UNTIL, ann.EXCLUDED_CLUSTERS, ann.GROUP_PLAN}
 HYPERJOB = next(yaml.safe_load_all((REPO / "examples" / "hyperjob" / "hyperjobs.yaml").read_text()))
 
 
@@ -99,13 +101,19 @@ def binding(kind: int, name: str, variant: int) -> Obj:
     job = template(kind, name, 0)
     if variant == 3:  # of a template of the other kind, same name
         job = template(1 - kind % 2, name, 0)
-    return binding_for(
+    found = binding_for(
         job,
         clusters=["gpu-east"] if variant == 1 else (),
         replicas=None if variant == 4 else 1 + variant % 3,
         requests=None if variant == 4 else {"cpu": "2"},
         policy_id=("id-research-jobs", "id-other")[variant % 2],
     )
+    # what makes a waiting binding notable (a backoff, exclusions, a group plan), or a note
+    # that does not
+    note = {2: ann.GROUP_PLAN, 3: ann.QUEUED_AT, 5: ann.BACKOFF_UNTIL}.get(variant)
+    if note is not None:
+        found["metadata"].setdefault("annotations", {})[note] = "2026-01-01T00:00:00Z"
+    return found
 
 
 def fleet_object(kind: int, name: str, variant: int) -> Any:
@@ -182,6 +190,12 @@ def test_a_live_snapshot_equals_a_rebuild_after_any_changes(
         if step % 3 == 2 or step == len(ops) - 1:
             live, rebuilt = world.live.snapshot(), build_snapshot(world.pairs())
             assert live == rebuilt, f"after {ops[: step + 1]}"
+            # the notable bindings kept as they came and went, as found in the rebuild
+            assert live.notable is not None and live.notable.among is live.bindings
+            assert live.notable_bindings() == rebuilt.notable_bindings()
+            assert rebuilt.notable_bindings() == tuple(
+                b for b in rebuilt.bindings if b.clusters or b.annotations.keys() & NOTABLE
+            )
             for part in ("workloads", "hyperjobs", "namespaces"):  # and in the rebuild's order
                 assert list(getattr(live, part)) == list(getattr(rebuilt, part)), part
     pairs = world.pairs()

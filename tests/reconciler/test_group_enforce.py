@@ -62,7 +62,9 @@ def world(*bindings) -> Snapshot:
     return dataclasses.replace(builders.snapshot({"clusters": []}), bindings=tuple(bindings))
 
 
-def decision(name: str, action: Action = Action.ADMIT, size: int = 2) -> Decision:
+def decision(
+    name: str, action: Action = Action.ADMIT, size: int = 2, grouped: bool = True
+) -> Decision:
     return Decision(
         binding=f"research/{name}-pytorchjob",
         workload=f"PyTorchJob/research/{name}",
@@ -75,7 +77,7 @@ def decision(name: str, action: Action = Action.ADMIT, size: int = 2) -> Decisio
         ),
         message="m",
         clusters=(ClusterAssignment("east", 1),) if action == Action.ADMIT else (),
-        group=GroupState(GROUP, size, size, size, "Admitted"),
+        group=GroupState(GROUP, size, size, size, "Admitted") if grouped else None,
     )
 
 
@@ -117,6 +119,12 @@ def test_a_member_reclaimed_or_preempted_takes_the_rest_when_fewer_than_min_rema
     assert groupplan.rollbacks(world(*three), failed, ()) == ()  # 2 remain: enough
     gone = groupplan.rollbacks(world(*three), failed, [decision("b", Action.PREEMPT)])
     assert [r.binding for r in gone] == ["research/c-pytorchjob"]
+    # as a pass enforces it, the victim's decision naming no group (a preemption victim's
+    # need not) among thousands of others that name none either
+    others = [decision(f"w{i}", Action.PENDING, grouped=False) for i in range(50)]
+    victim = decision("b", Action.PREEMPT, grouped=False)
+    found = groupplan.enforcement(world(*three), failed, [*others, victim], "v1", NOW)
+    assert [r.binding for r in found.rollbacks] == ["research/c-pytorchjob"]
 
 
 def test_the_rollback_plan_unbinds_without_counting_an_attempt():

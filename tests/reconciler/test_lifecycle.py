@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from engine import annotations as ann
-from engine.cycle import run_cycle
+from engine.cycle import CycleResult, Decision, run_cycle
 from engine.cycle.reasons import Action, Reason
 from engine.enforce import plan_pass
 from engine.enforce.lifecycle import Confirm, Reclaim, Review, Started, Trigger, review
@@ -468,6 +468,15 @@ def test_due_is_the_next_moment_time_alone_changes_a_decision(policies):
     )
     waiting["spec"]["clusters"] = []
     assert decide(policies, waiting).due == NOW + dt.timedelta(seconds=20)
+    # its backoff over and its note gone, the exclusion of east still ends with time
+    del waiting["metadata"]["annotations"][ann.BACKOFF_UNTIL]
+    assert decide(policies, waiting).due == NOW + dt.timedelta(seconds=20)
+    # a waiting binding with neither: nothing changes with time alone
+    del waiting["metadata"]["annotations"][ann.EXCLUDED_CLUSTERS]
+    assert decide(policies, waiting).due is None
+    # with a backoff alone, its end
+    waiting["metadata"]["annotations"][ann.BACKOFF_UNTIL] = stamp(NOW + dt.timedelta(seconds=40))
+    assert decide(policies, waiting).due == NOW + dt.timedelta(seconds=40)
 
 
 def test_unknown_health_does_not_hide_a_job_its_status_shows_running(policies):
@@ -546,3 +555,24 @@ def test_a_pass_plans_the_reclaim_before_the_cycles_decisions_and_keeps_its_orde
     # the next moment time alone changes a decision, as this snapshot shows it (the requeue's
     # backoff comes with the next pass's snapshot)
     assert todo.due == ADMITTED + dt.timedelta(minutes=10)
+
+
+def test_a_job_found_running_that_the_cycle_preempts_is_not_marked_started_this_pass(policies):
+    running = placed(("east", RUNNING, "Healthy"))
+    snapshot = build_snapshot([("t", o) for o in (cluster("east"), running, template())])
+    assert not snapshot.errors, snapshot.errors
+    lookup = {REF: running}.get
+    waiting = [
+        Decision(f"team/w{i}", "PyTorchJob/team/w", "q", "t", 0, Action.PENDING,
+                 Reason.WAITING_FOR_QUOTA, "m")
+        for i in range(20)
+    ]  # fmt: skip
+    result = CycleResult("v1", NOW, tuple(waiting), ())
+    (started,) = plan_pass(snapshot, policies, result, NOW, lookup).transitions
+    assert isinstance(started, Started) and started.binding == REF
+    victim = Decision(REF, "PyTorchJob/team/train", "q", "t", 0, Action.PREEMPT,
+                      Reason.PREEMPTED, "m", preemptor="team/w0")  # fmt: skip
+    result = CycleResult("v1", NOW, (*waiting, victim), ())
+    todo = plan_pass(snapshot, policies, result, NOW, lookup)
+    assert todo.transitions == ()  # the preemption is written; Started waits for a later pass
+    assert todo.decisions[-1] == victim

@@ -10,11 +10,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from engine.cycle.model import Decision
 from engine.cycle.reasons import Action, Reason
 from reconciler.apply import Outcome
-from reconciler.settled import Settled
+from reconciler.settled import QUIET, Settled, writes_alike
 from tests.reconciler.conftest import time_limit
 from tests.reconciler.test_loop import (  # noqa: F401 (fixtures)
     Clock,
@@ -151,3 +153,94 @@ def test_without_tracking_every_split_looks_every_binding_up():
     settled.record([a], [Answer(Outcome.UNCHANGED, "5")], "v1")
     assert settled.split([a], "v1", {"ns/a": "5"}.get) == ([], 1)
     assert settled.split([a], "v1", {"ns/a": "6"}.get) == ([a], 0)
+
+
+def rejected(ref: str) -> Decision:
+    return Decision(
+        ref, f"PyTorchJob/{ref}", "q", "t", 0, Action.REJECT, Reason.NEVER_FITS, "m"
+    )  # fmt: skip
+
+
+class Reference:
+    """What ``Settled`` answers, as one loop over every decision (how it was first written):
+    a decision is written already when the last split or record left an entry for its binding,
+    under the same policy version, on the binding version looked up now (or, when tracking and
+    the binding did not change, the one checked before), writing the same."""
+
+    def __init__(self, tracks: bool) -> None:
+        self.known: dict[str, tuple[str, Decision, str]] = {}
+        self.tracks, self.every, self.changed = tracks, True, set[str]()
+
+    def split(self, decisions, policy, version_of, dirty=()):  # type: ignore[no-untyped-def]
+        self.changed |= set(dirty)
+        known, self.known = self.known, {}
+        every, changed = self.every or not self.tracks, self.changed
+        self.every, self.changed = False, set()
+        send = []
+        for d in decisions:
+            entry = known.get(d.binding)
+            if (
+                entry is not None
+                and entry[2] == policy
+                and ((not every and d.binding not in changed) or entry[0] == version_of(d.binding))
+                and (entry[1] == d or writes_alike(entry[1], d))
+            ):
+                self.known[d.binding] = (entry[0], d, policy)
+                continue
+            send.append(d)
+        return send, len(decisions) - len(send)
+
+    def record(self, decisions, answers, policy):  # type: ignore[no-untyped-def]
+        for d, a in zip(decisions, answers, strict=True):
+            if a.outcome == Outcome.UNCHANGED and d.action in QUIET and a.version:
+                self.known[d.binding] = (a.version, d, policy)
+
+
+PASSES = st.lists(
+    st.tuples(
+        st.lists(st.integers(0, 11), max_size=8),  # decisions made anew (others kept)
+        st.lists(st.integers(0, 7), max_size=3),  # bindings written since (a new version)
+        st.integers(0, 9),  # 0: a relist, 1: a policy change, else neither
+        st.lists(st.sampled_from([*Outcome, None]), min_size=8, max_size=8),  # answers
+    ),
+    max_size=8,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(passes=PASSES, tracks=st.booleans())
+def test_settled_answers_as_a_loop_over_every_decision(passes, tracks) -> None:  # type: ignore[no-untyped-def]
+    """Passes as the reconciler runs them: a cycle that keeps most decision objects and makes
+    some anew (equal, moved in their queue, or of another action), bindings written between
+    passes, relists, policy changes; the Applier's answers recorded. ``Settled`` sends and
+    keeps what the reference does, pass after pass."""
+    settled, reference = Settled(tracks=tracks), Reference(tracks)
+    refs = [f"ns/j{i}" for i in range(8)]
+    versions = dict.fromkeys(refs, "1")
+    decisions = [pending(ref, 1) for ref in refs]
+    policy = "v1"
+    for made, written, event, outcomes in passes:
+        for n in made:  # anew: equal (n < 8), moved (position), or rejected
+            i = n % 8
+            old = decisions[i]
+            decisions[i] = (
+                pending(old.binding, old.position)
+                if n < 8
+                else pending(old.binding, old.position + 1)
+                if n < 10
+                else rejected(old.binding)
+            )
+        for i in written:
+            versions[refs[i]] = str(int(versions[refs[i]]) + 1)
+            settled.changed([refs[i]])
+            reference.changed.add(refs[i])
+        if event == 0:
+            settled.changed(None)
+            reference.every = True
+        policy = f"v{int(policy[1:]) + 1}" if event == 1 else policy
+        got = settled.split(list(decisions), policy, versions.get)
+        want = reference.split(list(decisions), policy, versions.get)
+        assert got == want
+        answers = [Answer(o, versions[d.binding]) for d, o in zip(got[0], outcomes, strict=False)]
+        settled.record(got[0][: len(answers)], answers, policy)
+        reference.record(got[0][: len(answers)], answers, policy)
