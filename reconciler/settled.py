@@ -39,10 +39,11 @@ QUIET = frozenset({Action.PENDING, Action.REJECT})  # their plan reads no clock
 
 
 class Settled:
+    """The waiting decisions found written, by binding (see the module docstring)."""
+
     def __init__(self, *, tracks: bool = False) -> None:
-        self._decided: dict[str, Decision] = {}  # binding ref → the decision found written
-        self._versions: dict[str, str] = {}  # … and the binding version it was found on
-        self._policy = ""  # the policy version of every entry
+        # binding ref → (its version, the decision found written on it, the policy version)
+        self._known: dict[str, tuple[str, Decision, str]] = {}
         self.tracks = tracks
         self._every = True  # every binding's version is looked up at the next split
         self._changed: set[str] = set()  # bindings whose version is looked up then
@@ -64,44 +65,45 @@ class Settled:
     ) -> tuple[list[Decision], int]:
         """(the decisions to enforce, how many others are already written). ``version_of``:
         the cached binding's resourceVersion, None when it must be enforced anyway (absent,
-        or dirty; ``dirty``: those refs, always looked up).
+        or dirty; ``dirty``: those refs, always looked up). ``decisions`` name each binding
+        once, as a cycle's do (``tests/cycle/test_properties.py`` holds the cycle to it).
 
         A pass after one change hands over thousands of the very decision objects of the last
-        (``engine.cycle`` reruns keep them): those, on bindings that did not change, are passed
-        over at the cost of a lookup, and the entries stay as they are."""
+        (``engine.cycle`` reruns keep them): those, under the same policy version on bindings
+        that did not change, are passed over at the cost of a lookup, and when every entry is
+        found again the entries are kept as they are, a few replaced."""
         self.changed(dirty)
         every = self._every or not self.tracks
         changed = self._changed
         self._every, self._changed = False, set()
-        if self._policy != policy_version:
-            decided, versions = {}, {}
-        else:
-            decided, versions = self._decided, self._versions
-        get = decided.get
+        known = self._known
+        get = known.get
         send: list[Decision] = []
         alike: list[Decision] = []  # written, but not as the very object of the last split
         for decision in decisions:
             ref = decision.binding
-            old = get(ref)
-            if old is None:
+            entry = get(ref)
+            if entry is None or entry[2] != policy_version:
                 send.append(decision)
-            elif old is decision and not every and ref not in changed:
+            elif entry[1] is decision and not every and ref not in changed:
                 continue
-            elif ((not every and ref not in changed) or versions[ref] == version_of(ref)) and (
-                old == decision or writes_alike(old, decision)
+            elif ((not every and ref not in changed) or entry[0] == version_of(ref)) and (
+                entry[1] == decision or writes_alike(entry[1], decision)
             ):
                 alike.append(decision)
             else:
                 send.append(decision)
-        if decided is self._decided and len(decisions) - len(send) == len(decided):
-            # every entry found again (bindings are unique): the same entries, a few replaced
+        if len(decisions) - len(send) == len(known):  # every entry found again
             for decision in alike:
-                decided[decision.binding] = decision
-        else:
+                ref = decision.binding
+                known[ref] = (known[ref][0], decision, policy_version)
+        else:  # only the entries of this pass are kept
             sent = {d.binding for d in send}
-            self._decided = {d.binding: d for d in decisions if d.binding not in sent}
-            self._versions = {ref: versions[ref] for ref in self._decided}
-        self._policy = policy_version
+            self._known = {
+                d.binding: (known[d.binding][0], d, policy_version)
+                for d in decisions
+                if d.binding not in sent
+            }
         return send, len(decisions) - len(send)
 
     def record(
@@ -111,15 +113,12 @@ class Settled:
         policy_version: str,
     ) -> None:
         """The Applier's outcome, and the version it was given, for each of ``decisions``."""
-        if policy_version != self._policy:
-            self._decided, self._versions, self._policy = {}, {}, policy_version
         for decision, answer in zip(decisions, answers, strict=True):
             if answer.outcome == Outcome.UNCHANGED and decision.action in QUIET and answer.version:
-                self._decided[decision.binding] = decision
-                self._versions[decision.binding] = answer.version
+                self._known[decision.binding] = (answer.version, decision, policy_version)
 
     def clear(self) -> None:
-        self._decided, self._versions = {}, {}
+        self._known = {}
         self._every = True
 
 

@@ -172,7 +172,7 @@ def review(
     confirms: list[Confirm] = []
     later: list[dt.datetime] = []
     fleet = {c.name: c for c in snapshot.clusters}
-    for binding in snapshot.notable_bindings():  # any other is waiting, with no backoff
+    for binding in snapshot.notable_bindings():  # any other waits with no backoff, exclusions
         if not binding.clusters:
             later.extend(_waits_until(binding))
             continue

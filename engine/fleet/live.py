@@ -24,7 +24,8 @@ before (a change in a field no reader reads) changes no part: with nothing else 
 snapshot is the very object of last time. The result equals ``build_snapshot`` of the same
 entries' objects, whatever changed in between (``tests/fleet/test_live_snapshot.py`` checks it
 against rebuilds after random sequences of changes). Pure: no I/O, no clock, no threads; one
-caller at a time.
+caller at a time. A little past 400 lines: the parts above are applied and undone by the same
+few methods, which keep them in step; split apart they would each need the others' state.
 """
 
 from __future__ import annotations

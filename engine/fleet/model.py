@@ -278,15 +278,12 @@ class Estimates:
         return found
 
 
-NOTES = (ann.BACKOFF_UNTIL, ann.EXCLUDED_CLUSTERS, ann.GROUP_PLAN)
-
-
 def is_notable(binding: BindingView) -> bool:
     """Placed, or carrying a backoff, exclusions or a group plan."""
     if binding.clusters:
         return True
     notes = binding.annotations
-    return NOTES[0] in notes or NOTES[1] in notes or NOTES[2] in notes
+    return ann.BACKOFF_UNTIL in notes or ann.EXCLUDED_CLUSTERS in notes or ann.GROUP_PLAN in notes
 
 
 @dataclass(frozen=True, slots=True)
