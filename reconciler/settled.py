@@ -93,17 +93,21 @@ class Settled:
                 alike.append(decision)
             else:
                 send.append(decision)
-        if len(decisions) - len(send) == len(known):  # every entry found again
-            for decision in alike:
-                ref = decision.binding
-                known[ref] = (known[ref][0], decision, policy_version)
-        else:  # only the entries of this pass are kept
+        # only the entries of this pass are kept: every entry is found again, or its binding
+        # is sent (it changed); else (a binding decided no more) the kept ones are picked out.
+        # Either way each entry found as the very decision stays the same object (10,000 new
+        # ones a pass are work for the garbage collector)
+        stale = [d.binding for d in send if d.binding in known]
+        if len(decisions) - len(send) + len(stale) != len(known):
             sent = {d.binding for d in send}
-            self._known = {
-                d.binding: (known[d.binding][0], d, policy_version)
-                for d in decisions
-                if d.binding not in sent
+            known = self._known = {
+                d.binding: known[d.binding] for d in decisions if d.binding not in sent
             }
+        for ref in stale:
+            known.pop(ref, None)
+        for decision in alike:
+            ref = decision.binding
+            known[ref] = (known[ref][0], decision, policy_version)
         return send, len(decisions) - len(send)
 
     def record(
