@@ -281,11 +281,9 @@ OLD_ENOUGH = {
 room for jobs waiting an hour: its turn comes first and holds ``east`` for it."""
 
 TWO_ARRIVE = {
-    "policies": [queue("q", preemption=LOWER)],
-    "clusters": [{"name": "east", "nodes": 2, "node": {"cpu": 8}}],
+    **SEARCHER_LEAVES,
     "jobs": [
-        {"name": "low", "queue": "q", "priority": 0, "pod": {"cpu": 5}, "admitted": "east"},
-        {"name": "high", "queue": "q", "priority": 5, "pod": {"cpu": 5}, "admitted": "east"},
+        *SEARCHER_LEAVES["jobs"][:2],  # low and high, admitted
         {"name": "big", "queue": "q", "priority": 1, "pods": 2, "pod": {"cpu": 5}, "at": 2},
         {"name": "one", "queue": "q", "priority": 1, "pod": {"cpu": 5}, "at": 1},
     ],
