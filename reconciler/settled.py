@@ -70,8 +70,9 @@ class Settled:
 
         A pass after one change hands over thousands of the very decision objects of the last
         (``engine.cycle`` reruns keep them): those, under the same policy version on bindings
-        that did not change, are passed over at the cost of a lookup, and when every entry is
-        found again the entries are kept as they are, a few replaced."""
+        that did not change, are passed over at the cost of a lookup. The entries stay the
+        same objects, those of the bindings sent dropped and those found alike replaced; only
+        when a binding is decided no more are the kept ones picked out into a new mapping."""
         self.changed(dirty)
         every = self._every or not self.tracks
         changed = self._changed
@@ -79,7 +80,7 @@ class Settled:
         known = self._known
         get = known.get
         send: list[Decision] = []
-        alike: list[Decision] = []  # written, but not as the very object of the last split
+        alike: list[Decision] = []  # found written (the very object too, after a look-up)
         for decision in decisions:
             ref = decision.binding
             entry = get(ref)
@@ -126,10 +127,17 @@ class Settled:
         self._every = True
 
 
+_POSITION = Decision._fields.index("position")
+
+
 def writes_alike(one: Decision, other: Decision) -> bool:
     """Whether the plans of two waiting decisions write the same on the same binding: the
     same action, ``pending_note`` and nominated cluster (what ``engine.enforce.plan`` compares
-    with the binding; the rest only words the Event of a write)."""
+    with the binding; the rest only words the Event of a write). Two decisions that differ in
+    their queue position alone (a job arrived ahead of a thousand others: each of them) are
+    told apart without making either note."""
+    if one[:_POSITION] == other[:_POSITION] and one[_POSITION + 1 :] == other[_POSITION + 1 :]:
+        return one.action in QUIET
     return (
         one.action == other.action
         and one.action in QUIET

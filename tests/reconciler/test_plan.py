@@ -437,3 +437,24 @@ def test_decisions_that_write_alike_find_each_others_binding_written(
     assert plan(first, written, "bind", NOW) == Plan()
     if writes_alike(first, second):
         assert plan(second, written, "bind", NOW) == Plan()
+
+
+@settings(max_examples=100, deadline=None, database=None)
+@given(first=WAITING, position=st.sampled_from([None, 1, 2, 9000]))
+def test_a_waiting_job_that_only_moved_in_its_queue_writes_alike(
+    first: Decision, position: int | None
+) -> None:
+    """A job arriving ahead of thousands of waiting ones changes each one's position alone:
+    ``writes_alike`` says so (a pass then plans none of them), and the plan agrees."""
+    moved = first.with_position(position)
+    assert writes_alike(first, moved)
+    patch = plan(first, suspended(), "bind", NOW).patch
+    notes = ((patch or {}).get("metadata") or {}).get("annotations") or {}
+    written = suspended(notes={k: v for k, v in notes.items() if v is not None})
+    assert plan(moved, written, "bind", NOW) == Plan()
+
+
+def test_an_admission_is_never_taken_for_a_decision_already_written() -> None:
+    one = admit(("gpu-a", 4))
+    assert not writes_alike(one, one.with_position(3))
+    assert not writes_alike(one, one)
