@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import ItemsView, Iterable, Iterator, KeysView, Mapping, ValuesView
+import weakref
+from collections.abc import (
+    Collection,
+    ItemsView,
+    Iterable,
+    Iterator,
+    KeysView,
+    Mapping,
+    ValuesView,
+)
 from typing import Any, Generic, TypeVar
 
 K = TypeVar("K")
@@ -12,11 +21,12 @@ V = TypeVar("V")
 class FrozenDict(Mapping[K, V], Generic[K, V]):
     """A read-only mapping, sorted by key so equal contents print and iterate the same."""
 
-    __slots__ = ("_hash", "_items")
+    __slots__ = ("__weakref__", "_after", "_hash", "_items")
 
     def __init__(self, items: Mapping[K, V] | None = None) -> None:
         self._items: dict[K, V] = dict(sorted((items or {}).items(), key=lambda kv: kv[0]))
         self._hash: int | None = None
+        self._after: tuple[weakref.ref[FrozenDict[K, V]], Collection[K]] | None = None
 
     def __getitem__(self, key: K) -> V:
         return self._items[key]
@@ -61,10 +71,26 @@ class FrozenDict(Mapping[K, V], Generic[K, V]):
         return dict(self._items)
 
     @classmethod
-    def in_order(cls, keys: Iterable[K], items: Mapping[K, V]) -> FrozenDict[K, V]:
+    def in_order(
+        cls,
+        keys: Iterable[K],
+        items: Mapping[K, V],
+        after: tuple[FrozenDict[K, V], Collection[K]] | None = None,
+    ) -> FrozenDict[K, V]:
         """``FrozenDict(items)`` when ``keys`` are the keys of ``items`` already sorted (the
-        caller keeps them so): no sort of every key again for one that came or went."""
+        caller keeps them so): no sort of every key again for one that came or went. With
+        ``after`` (an earlier mapping, and every key put or removed since it was made), the
+        mapping can say what changed since that one (``changed_since``)."""
         made = cls.__new__(cls)
         made._items = {key: items[key] for key in keys}
         made._hash = None
+        made._after = None if after is None else (weakref.ref(after[0]), after[1])
         return made
+
+    def changed_since(self, earlier: Mapping[K, Any]) -> Collection[K] | None:
+        """The keys whose values may differ from ``earlier``'s (every key whose value is not
+        the very same object is among them; a few more may be), when this mapping was made
+        right after ``earlier`` with the changes recorded (``in_order``); else None."""
+        if self._after is None or self._after[0]() is not earlier:
+            return None
+        return self._after[1]

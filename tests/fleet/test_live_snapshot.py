@@ -189,11 +189,24 @@ def test_a_live_snapshot_equals_a_rebuild_after_any_changes(
     ops: list[tuple[int, int, int, int]], seed: int
 ) -> None:
     world, rng = World(), random.Random(seed)
+    last = world.live.snapshot()
     for step, op in enumerate(ops):
         apply(world, op, rng)
         if step % 3 == 2 or step == len(ops) - 1:
             live, rebuilt = world.live.snapshot(), build_snapshot(world.pairs())
             assert live == rebuilt, f"after {ops[: step + 1]}"
+            # each map says which keys changed since the last snapshot's (by identity, at least)
+            for part in ("workloads", "hyperjobs", "namespaces"):
+                before, now = getattr(last, part), getattr(live, part)
+                said = now.changed_since(before)
+                assert (said is None) == (now is before), part
+                moved = {
+                    k
+                    for k in before.keys() | now.keys()
+                    if k not in before or k not in now or before[k] is not now[k]
+                }
+                assert said is None or moved <= set(said), part
+            last = live
             # the notable bindings kept as they came and went, as found in the rebuild
             assert live.notable is not None and live.notable.among is live.bindings
             assert live.notable_bindings() == rebuilt.notable_bindings()

@@ -6,11 +6,12 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any, Generic, TypeVar
 
 from engine.cycle.jobs.model import AdmittedJob, Mapped, MappingEvaluators, PendingJob
 from engine.cycle.quota.held import HeldSums
+from engine.fleet.frozen import FrozenDict
 from engine.fleet.model import BindingView, ObjectKey, PriorityClassView, Snapshot
 from engine.policy.policyset import PolicySet
 from engine.workloads.model import Workload
@@ -277,8 +278,11 @@ class _KeptByTemplate(Generic[J]):
                 del self._by_template[binding.resource.key]
 
 
-def _changed(old: Mapping[Any, Workload], new: Mapping[Any, Workload]) -> list[Any]:
-    """The keys whose values are not the very same object in ``old`` and ``new``."""
+def _changed(old: Mapping[Any, Workload], new: Mapping[Any, Workload]) -> Collection[Any]:
+    """The keys whose values are not the very same object in ``old`` and ``new`` (perhaps a few
+    more: what a ``LiveSnapshot``'s map says changed since ``old``, when it was made from it)."""
+    if isinstance(new, FrozenDict) and (said := new.changed_since(old)) is not None:
+        return said
     found = [key for key, value in new.items() if old.get(key) is not value]
     added = sum(1 for key in found if key not in old)
     if len(new) - added != len(old):  # some keys of ``old`` are gone
