@@ -191,3 +191,9 @@ def test_arrival_is_a_new_pending_job_inserted_in_order(mid: SyntheticFleet):
     assert order == sorted(order)
     assert after.workload_for(binding) is work
     assert after.clusters == mid.snapshot.clusters
+    # a map in key order, which says its one new key is what changed (as a live one does)
+    assert list(after.workloads) == sorted(after.workloads)
+    assert after.workloads == {**mid.snapshot.workloads, binding.resource.key: work}
+    assert set(after.workloads.changed_since(mid.snapshot.workloads) or ()) == {
+        binding.resource.key
+    }
