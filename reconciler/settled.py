@@ -135,7 +135,7 @@ def writes_alike(one: Decision, other: Decision) -> bool:
     same action, ``pending_note`` and nominated cluster (what ``engine.enforce.plan`` compares
     with the binding; the rest only words the Event of a write). Two decisions that differ in
     their queue position alone (a job arrived ahead of a thousand others: each of them) are
-    told apart without making either note."""
+    found alike without making either note."""
     if one[:_POSITION] == other[:_POSITION] and one[_POSITION + 1 :] == other[_POSITION + 1 :]:
         return one.action in QUIET
     return (

@@ -137,9 +137,8 @@ class _Mapping(Generic[V]):
     def __init__(self) -> None:
         self.items: dict[Any, V] = {}
         self._keys: list[Any] = []  # the keys of ``items``, sorted
-        self._frozen: FrozenDict[Any, V] | None = FrozenDict()
-        self._last: FrozenDict[Any, V] = self._frozen  # the one handed out last
-        self._since: set[Any] = set()  # keys put or removed since
+        self._last: FrozenDict[Any, V] = FrozenDict()  # the one handed out last
+        self._since: set[Any] = set()  # keys put or removed since: the next one is made anew
 
     def put(self, key: Any, value: V) -> None:
         if key in self.items:
@@ -149,20 +148,18 @@ class _Mapping(Generic[V]):
             bisect.insort(self._keys, key)
         self.items[key] = value
         self._since.add(key)
-        self._frozen = None
 
     def remove(self, key: Any) -> None:
         if self.items.pop(key, None) is not None:
             del self._keys[bisect.bisect_left(self._keys, key)]
             self._since.add(key)
-            self._frozen = None
 
     def frozen(self) -> FrozenDict[Any, V]:
-        if self._frozen is None:
+        if self._since:
             after = (self._last, frozenset(self._since))
-            self._frozen = self._last = FrozenDict.in_order(self._keys, self.items, after)
+            self._last = FrozenDict.in_order(self._keys, self.items, after)
             self._since = set()
-        return self._frozen
+        return self._last
 
 
 class LiveSnapshot:
