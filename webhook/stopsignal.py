@@ -1,17 +1,23 @@
 """Waiting in a command's main thread for SIGTERM or SIGINT, with no lock in the handler.
 
-A handler that sets a ``threading.Event`` the main thread waits on can deadlock: Python runs the
-handler in the main thread between two bytecodes, which may fall inside ``Event.wait`` while it
-holds the Event's lock, and that lock is not reentrant (seen once in CI: ``fleetgate dashboard``
-never stopped on a SIGTERM sent just after it printed its address). Here the handler writes a
-byte to a pipe and the main thread blocks reading it (PEP 475 retries the read after the
-handler), so a signal that comes at any moment, before the wait too, ends it.
+Two ways to miss a signal, both seen in CI as ``fleetgate dashboard`` never stopping on a
+SIGTERM sent just after it printed its address:
+
+- A handler that sets a ``threading.Event`` the main thread waits on can deadlock: Python runs
+  the handler in the main thread between two bytecodes, which may fall inside ``Event.wait``
+  while it holds the Event's lock, and that lock is not reentrant.
+- A signal sent to the process is taken by any one of its threads. When a server thread takes
+  it, the main thread's blocking read is not interrupted, and Python runs handlers in the main
+  thread only: the handler waits for a read that waits for the handler.
+
+So the main thread blocks reading a pipe that ``signal.set_wakeup_fd`` names: Python's own
+C-level handler writes the signal's number there from whichever thread took it, before any
+Python code runs. A signal that comes at any moment, before the wait too, ends it.
 ``fleetgate serve``, ``webhook``, ``sandbox`` and ``dashboard`` stop this way.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 from collections.abc import Iterable
@@ -19,31 +25,35 @@ from types import FrameType
 
 
 class StopSignals:
-    """Install the handlers (before announcing an address: whoever reads it may stop us at
-    once), then ``wait``; ``close`` when done."""
+    """Install the handlers (in the main thread, before announcing an address: whoever reads it
+    may stop us at once), then ``wait``; ``close`` when done."""
 
     def __init__(self, signals: Iterable[int] = (signal.SIGTERM, signal.SIGINT)) -> None:
         self._read, self._write = os.pipe()
         os.set_blocking(self._write, False)
-        self.received: int | None = None
         self._closed = False
-        for signum in signals:
+        self._signals = frozenset(signals)
+        # a full pipe already holds a wake-up: no warning for the byte that did not fit
+        self._before = signal.set_wakeup_fd(self._write, warn_on_full_buffer=False)
+        for signum in self._signals:
             signal.signal(signum, self._handle)
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
-        self.received = signum
-        # full: a byte is already waiting; closed: the wait is over
-        with contextlib.suppress(OSError):
-            os.write(self._write, b"\0")
+        """Nothing to do: replacing the default action (SIGTERM ends the process at once) is
+        the point, and the wake-up byte is written already."""
 
-    def wait(self) -> int | None:
-        """Block until one of the signals came (at once if one came already); which one."""
-        os.read(self._read, 1)
-        return self.received
+    def wait(self) -> int:
+        """Block until one of the signals came (at once if one came already); which one.
+        (Any other signal with a Python handler wakes the pipe too: read on past it.)"""
+        while (signum := os.read(self._read, 1)[0]) not in self._signals:
+            pass
+        return signum
 
     def close(self) -> None:
-        """Close the pipe (again: nothing); a signal after it is ignored."""
+        """Give the wake-up back and close the pipe (again: nothing); a signal after it is
+        ignored."""
         if not self._closed:
             self._closed = True
+            signal.set_wakeup_fd(self._before)
             for fd in (self._read, self._write):
                 os.close(fd)
