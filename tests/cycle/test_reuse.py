@@ -21,7 +21,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import pytest
-from hypothesis import event, given, settings
+from hypothesis import event, given, seed, settings
 from hypothesis import strategies as st
 
 from engine.cycle import JobCache, Ran, rerun, run_cycle, run_kept
@@ -214,30 +214,49 @@ def test_a_rerun_decides_as_the_full_cycle(
 
 def test_the_property_mostly_reruns(load: Any) -> None:
     """The passes the property draws are often rerun, with changed jobs of every kind and
-    decisions that wait for quota, for room, behind a StrictFIFO head, in backoff."""
+    decisions that wait for quota, for room, behind a StrictFIFO head, in backoff.
+
+    Hypothesis also draws numbers and strings it finds in the project's modules loaded so far,
+    so even a derandomized run draws other examples after other tests, and one run of 150
+    examples sees each of these reasons about as often as not (Backoff, the rarest, in 5 of 10
+    seeds). So seeded runs are drawn until every kind and reason was seen, ``BATCHES`` at most
+    (all four by the fourth, for seeds 0-3 here)."""
     counts = {"rerun": 0, "all": 0}
     kinds: set[str] = set()
     reasons: set[str] = set()
+    wanted = ("WaitingForQuota", "NoClusterFits", "BlockedByHead", "Backoff")
 
-    @settings(max_examples=150, deadline=None, database=None, derandomize=True)
-    @given(case=passes())
-    def sample(case: tuple[dict[str, Any], list[str], list[Step]]) -> None:
-        scenario, absent, steps = case
-        policies = load(scenario["policies"])
-        for step, (_, again) in zip(steps, replay(scenario, absent, steps, policies), strict=True):
-            counts["all"] += 1
-            if again is None:
-                continue
-            counts["rerun"] += 1
-            changed = {ref(spec) for _, spec in step}
-            kinds.update(what for what, _ in step)
-            reasons.update(str(d.reason) for d in again.result.decisions if d.binding in changed)
+    def draw_batch(number: int) -> None:
+        @seed(number)
+        @settings(max_examples=150, deadline=None, database=None)
+        @given(case=passes())
+        def sample(case: tuple[dict[str, Any], list[str], list[Step]]) -> None:
+            scenario, absent, steps = case
+            policies = load(scenario["policies"])
+            done = replay(scenario, absent, steps, policies)
+            for step, (_, again) in zip(steps, done, strict=True):
+                counts["all"] += 1
+                if again is None:
+                    continue
+                counts["rerun"] += 1
+                changed = {ref(spec) for _, spec in step}
+                kinds.update(what for what, _ in step)
+                decided = again.result.decisions
+                reasons.update(str(d.reason) for d in decided if d.binding in changed)
 
-    sample()
+        sample()
+
+    for number in range(BATCHES):
+        draw_batch(number)
+        if len(kinds) == 4 and all(reason in reasons for reason in wanted):
+            break
     assert counts["rerun"] >= counts["all"] // 3, counts
     assert kinds == {"arrive", "edit", "relabel", "leave"}, kinds
-    for reason in ("WaitingForQuota", "NoClusterFits", "BlockedByHead", "Backoff"):
+    for reason in wanted:
         assert reason in reasons, f"no rerun decided {reason}: {sorted(reasons)}"
+
+
+BATCHES = 8
 
 
 # --- named passes --------------------------------------------------------------------------------
