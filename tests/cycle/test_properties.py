@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import HealthCheck, example, given, seed, settings
 from hypothesis import strategies as st
 
 from engine import annotations as ann
@@ -34,6 +34,7 @@ from engine.policy.model import AdmitOn, NodeShape
 from engine.policy.policyset import PolicySet, load_policy_set
 from engine.quantity import parse_quantity
 from tests.cycle import builders
+from tests.sampling import until_covered
 
 GPU, CPU, MEMORY, PODS = "nvidia.com/gpu", "cpu", "memory", "pods"
 SHAPED = (CPU, MEMORY, GPU)  # the resources builders.py puts in resource models
@@ -839,15 +840,20 @@ def test_the_strategies_reach_the_interesting_cases(load: Callable) -> None:
     vacuous)."""
     reasons: Counter[str] = Counter()
     strategy = st.tuples(scenarios(), scenarios(preemptive=True))
+    wanted = ("Admitted", "Preempting", "Preempted", "NoClusterFits", "WaitingForQuota")
 
-    @settings(max_examples=60, deadline=None, database=None, derandomize=True)
-    @given(pair=strategy)
-    def sample(pair: tuple[dict[str, Any], dict[str, Any]]) -> None:
-        for scenario in pair:
-            _, result = run(scenario, load(scenario["policies"]))
-            reasons.update(str(d.reason) for d in result.decisions)
+    def draw_batch(number: int) -> None:
+        @seed(number)
+        @settings(max_examples=60, deadline=None, database=None)
+        @given(pair=strategy)
+        def sample(pair: tuple[dict[str, Any], dict[str, Any]]) -> None:
+            for scenario in pair:
+                _, result = run(scenario, load(scenario["policies"]))
+                reasons.update(str(d.reason) for d in result.decisions)
 
-    sample()
-    for reason in ("Admitted", "Preempting", "Preempted", "NoClusterFits", "WaitingForQuota"):
+        sample()
+
+    until_covered(draw_batch, lambda: all(reasons[reason] for reason in wanted))
+    for reason in wanted:
         assert reasons[reason], f"no {reason} decision in the sample: {dict(reasons)}"
     # Splits are rare in this sample; tests/scenarios/a-resizable-job-is-split-* pins them down.

@@ -34,6 +34,7 @@ from tests.cycle import builders
 from tests.cycle.test_incremental import by_binding, ref
 from tests.cycle.test_incremental import load as load
 from tests.cycle.test_properties import SETTINGS, rarely, scenarios, table
+from tests.sampling import until_covered
 
 Step = list[tuple[str, dict[str, Any]]]  # (arrive | edit | relabel | leave, the job's spec)
 
@@ -214,13 +215,8 @@ def test_a_rerun_decides_as_the_full_cycle(
 
 def test_the_property_mostly_reruns(load: Any) -> None:
     """The passes the property draws are often rerun, with changed jobs of every kind and
-    decisions that wait for quota, for room, behind a StrictFIFO head, in backoff.
-
-    Hypothesis also draws numbers and strings it finds in the project's modules loaded so far,
-    so even a derandomized run draws other examples after other tests, and one run of 150
-    examples sees each of these reasons about as often as not (Backoff, the rarest, in 5 of 10
-    seeds). So seeded runs are drawn until every kind and reason was seen, ``BATCHES`` at most
-    (all four by the fourth, for seeds 0-3 here)."""
+    decisions that wait for quota, for room, behind a StrictFIFO head, in backoff (a batch
+    of 150 examples sees Backoff, the rarest, for 5 of seeds 0-9: batches until seen)."""
     counts = {"rerun": 0, "all": 0}
     kinds: set[str] = set()
     reasons: set[str] = set()
@@ -246,17 +242,11 @@ def test_the_property_mostly_reruns(load: Any) -> None:
 
         sample()
 
-    for number in range(BATCHES):
-        draw_batch(number)
-        if len(kinds) == 4 and all(reason in reasons for reason in wanted):
-            break
+    until_covered(draw_batch, lambda: len(kinds) == 4 and all(r in reasons for r in wanted))
     assert counts["rerun"] >= counts["all"] // 3, counts
     assert kinds == {"arrive", "edit", "relabel", "leave"}, kinds
     for reason in wanted:
         assert reason in reasons, f"no rerun decided {reason}: {sorted(reasons)}"
-
-
-BATCHES = 8
 
 
 # --- named passes --------------------------------------------------------------------------------
