@@ -404,3 +404,35 @@ def test_maybe_room_is_the_greedy_layouts_answer(
     upper = Upper(dict(nodes), {})
     assert upper.holds(shaped) == (nodes_of.place(dict(nodes), shaped)[1] is None)
     assert upper.nodes == nodes  # asking changes nothing
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(
+    nodes=st.dictionaries(
+        st.tuples(st.integers(-3, 9), st.integers(-3, 9)), st.integers(1, 4), min_size=1,
+        max_size=8,
+    ),
+    groups=POD_GROUPS,
+    one=st.booleans(),
+    placed=st.lists(st.tuples(st.integers(0, 4), st.integers(0, 4), st.integers(1, 3)), max_size=2),
+)  # fmt: skip
+def test_maybe_room_counts_every_node_as_before_even_overdrawn(
+    nodes: dict[tuple[int, int], int],
+    groups: list[tuple[int, int, int]],
+    one: bool,
+    placed: list[tuple[int, int, int]],
+) -> None:
+    """With nodes that may have less than nothing free (a cluster's totals overdrawn) and after
+    pods were laid on them, ``Upper.holds`` answers a pod group by its whole room count (which
+    stops early only where no node can lower it) and several groups by the layout."""
+    upper = Upper(dict(nodes), {})
+    upper.take([((a, b), PodGroup({"a": a, "b": b}, n)) for a, b, n in placed])
+    now = dict(upper.nodes)
+    shaped = [((a, b), PodGroup({"a": a, "b": b}, n)) for a, b, n in groups[: 1 if one else 3]]
+    if len(shaped) == 1:
+        need, group = shaped[0]
+        expected = not any(need) or nodes_of.room(now, need)[0] >= group.count
+    else:
+        expected = nodes_of.place(dict(now), shaped)[1] is None
+    assert upper.holds(shaped) == expected
+    assert upper.nodes == now

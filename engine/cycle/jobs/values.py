@@ -113,11 +113,18 @@ class JobValues(Mapping[str, Any]):
                 return self._cache[key]
         raise KeyError(key)
 
+    def __contains__(self, key: object) -> bool:
+        """Every key is always there (Mapping's own would compute the value to find out)."""
+        return key in _KEY_SET
+
     def __iter__(self) -> Iterator[str]:
         return iter(self._KEYS)
 
     def __len__(self) -> int:
         return len(self._KEYS)
+
+
+_KEY_SET = frozenset(JobValues._KEYS)
 
 
 def float_total(workload: Workload) -> dict[str, float]:

@@ -112,12 +112,20 @@ class Upper:
     """The nodes of a cluster at the most each may have free (see the module doc), changed as
     pods are placed and released, and which grade's nodes each untouched bound stands for."""
 
-    __slots__ = ("grades", "nodes")
+    __slots__ = ("grades", "negative", "nodes")
 
-    def __init__(self, nodes: dict[Shape, int], grades: dict[Shape, list[list]]) -> None:
+    def __init__(
+        self, nodes: dict[Shape, int], grades: dict[Shape, list[list]], negative: bool | None = None
+    ) -> None:
         self.nodes = nodes
         # an untouched upper bound → [the minimums of a grade it stands for, its nodes left]
         self.grades = grades
+        # whether a node may have less than nothing free of a resource (the cluster's totals
+        # overdrawn): only the bounds can, as built; placing takes no more than a node has, and
+        # what is given back is pods' requests, so this stays true of the nodes once false
+        if negative is None:
+            negative = min(chain.from_iterable(nodes), default=0) < 0
+        self.negative = negative
 
     @classmethod
     def of(cls, view: ClusterView, names: tuple[str, ...], free: Vec) -> Upper:
@@ -148,7 +156,8 @@ class Upper:
         return cls(nodes, stands)
 
     def copy(self) -> Upper:
-        return Upper(dict(self.nodes), {k: [list(e) for e in v] for k, v in self.grades.items()})
+        grades = {k: [list(e) for e in v] for k, v in self.grades.items()}
+        return Upper(dict(self.nodes), grades, self.negative)
 
     def holds(self, shaped: Sequence[tuple[Shape, PodGroup]]) -> bool:
         """Whether every pod may fit these nodes. Pods of one shape fit exactly when the
@@ -157,12 +166,16 @@ class Upper:
         nodes = self.nodes
         if len(shaped) == 1:
             need, group = shaped[0]
-            return not any(need) or nodes_of.room(nodes, need)[0] >= group.count
-        if min(chain.from_iterable(nodes), default=0) < 0:  # the bounds below need room ≥ 0
+            if not any(need):
+                return True
+            if self.negative:  # a node with less than nothing lowers the count: count it all
+                return nodes_of.room(nodes, need)[0] >= group.count
+            return nodes_of.room_reaches(nodes, need, group.count)
+        if self.negative:  # the bounds below need room ≥ 0; the layout is exact either way
             return nodes_of.place(dict(nodes), shaped)[1] is None
         # as ClusterState's: a group that lacks room alone lacks it beside the others
         for need, group in shaped:
-            if any(need) and nodes_of.room(nodes, need)[0] < group.count:
+            if any(need) and not nodes_of.room_reaches(nodes, need, group.count):
                 return False
         if nodes_of.room_for_all(shaped, lambda shape: nodes_of.room(nodes, shape)[0]):
             return True

@@ -42,12 +42,12 @@ def from_models(
 
 def per_node(free: Shape, need: Shape) -> int:
     """How many pods needing ``need`` fit a node with ``free`` (0 when ``need`` is all 0)."""
-    key = (free, need)
-    found = _PER_NODE.get(key)
+    by_free = _PER_NODE.get(need)
+    if by_free is None:
+        by_free = _kept_for(need)
+    found = by_free.get(free)
     if found is None:
-        if len(_PER_NODE) >= KEPT_PER_NODE:
-            _PER_NODE.clear()
-        found = _PER_NODE[key] = _per_node(free, need)
+        found = _remember(by_free, free, need)
     return found
 
 
@@ -61,21 +61,69 @@ def _per_node(free: Shape, need: Shape) -> int:
     return 0 if most is None else most
 
 
-# per_node's answers: a pure function of two shapes, and few node and pod shapes recur all
-# through a cycle (a fifth of a 50,000-job cycle went to computing them again)
-_PER_NODE: dict[tuple[Shape, Shape], int] = {}
+# per_node's answers, by pod shape then node shape: a pure function of two shapes, and few node
+# and pod shapes recur all through a cycle (a fifth of a 50,000-job cycle went to computing
+# them again). Kept by pod shape first so that ``room``, which asks of one pod shape for every
+# node shape, hashes the pod shape once rather than a pair per node.
+_PER_NODE: dict[Shape, dict[Shape, int]] = {}
+_KEPT = [0]  # answers kept, over every pod shape
 KEPT_PER_NODE = 1 << 16
+
+
+def _kept_for(need: Shape) -> dict[Shape, int]:
+    """The answers for pod shape ``need`` (new and empty when none are kept)."""
+    by_free = _PER_NODE.get(need)
+    if by_free is None:
+        by_free = _PER_NODE[need] = {}
+    return by_free
+
+
+def _remember(by_free: dict[Shape, int], free: Shape, need: Shape) -> int:
+    """Compute and keep ``per_node(free, need)``; every answer is dropped past the bound."""
+    if _KEPT[0] >= KEPT_PER_NODE:
+        _PER_NODE.clear()
+        _KEPT[0] = 0
+        by_free = _PER_NODE[need] = {}
+    found = by_free[free] = _per_node(free, need)
+    _KEPT[0] += 1
+    return found
 
 
 def room(nodes: Mapping[Shape, int], shape: Shape) -> tuple[int, int]:
     """(pods of ``shape`` the nodes hold, nodes with room for one)."""
+    by_free = _PER_NODE.get(shape)
+    if by_free is None:
+        by_free = _kept_for(shape)
     pods = count = 0
     for free, n in nodes.items():
-        per = per_node(free, shape)
+        per = by_free.get(free)
+        if per is None:
+            per = _remember(by_free, free, shape)
+            by_free = _PER_NODE[shape]  # new when the answers were dropped
         if per:
             pods += n * per
             count += n
     return pods, count
+
+
+def room_reaches(nodes: Mapping[Shape, int], shape: Shape, pods: int) -> bool:
+    """``room(nodes, shape)[0] >= pods``, looking no further than it must."""
+    if pods <= 0:
+        return True
+    by_free = _PER_NODE.get(shape)
+    if by_free is None:
+        by_free = _kept_for(shape)
+    held = 0
+    for free, n in nodes.items():
+        per = by_free.get(free)
+        if per is None:
+            per = _remember(by_free, free, shape)
+            by_free = _PER_NODE[shape]
+        if per:
+            held += n * per
+            if held >= pods:
+                return True
+    return False
 
 
 def room_for_all(shaped: Sequence[tuple[Shape, PodGroup]], room_of: Callable[[Shape], int]) -> bool:
