@@ -209,6 +209,11 @@ class MemberCluster:
         """Every job on the member, in submission order (finished ones until removed)."""
         return tuple(self._jobs)
 
+    def running_at(self, now: dt.datetime) -> tuple[str, ...]:
+        """The jobs running at ``now``: started and not yet at their end (a job whose end has
+        come is over, though no ``step`` has said so yet)."""
+        return tuple(key for key, job in self._running.items() if job.ends_at > now)
+
     def fail(self, key: str, now: dt.datetime, message: str = "") -> MemberEvent | None:
         """Fault injection: the job fails now and its pods are freed. None if already finished;
         MemberError if the member has no such job."""

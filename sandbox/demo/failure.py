@@ -4,7 +4,9 @@ From ``at`` simulated seconds on, as soon as a GPU cluster runs a job, the GPU c
 the most jobs (ties: by name) becomes unreachable (:meth:`sandbox.faults.Faults.cluster_down`
 with ``unreachable``: its agent stops reporting, Karmada's cluster monitor turns ``Ready``
 ``Unknown`` after its grace period, and no status comes back from its jobs). It recovers
-``down_for`` simulated seconds later. The jobs
+``down_for`` simulated seconds later. A job counts as running there when the demo saw it
+running and the member runs it still (``KarmadaControllers.running_at``): statuses reach the
+API a status period late, so a job seen running may have ended already. The jobs
 running there at the failure are the affected ones; each ends up:
 
 - ``rescheduled``: admitted again after the failure (somewhere else, or back on the cluster
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import datetime as dt
 import importlib.util
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +31,7 @@ from sandbox.demo.observe import FINISHED, Tracker
 from sandbox.faults import Faults
 
 GPU = "nvidia.com/gpu"
+Runs = Callable[[str], set[tuple[str, str]]]  # a cluster → the templates its member runs now
 
 
 def rescheduling_available() -> bool:
@@ -53,29 +57,46 @@ class Failure:
     def recovery_due(self, elapsed: float) -> bool:
         return self.up_at is None and self.down_at is not None and elapsed >= self._up
 
-    def target(self, tracker: Tracker) -> str | None:
-        """The GPU cluster running the most jobs now (ties: by name); None when none runs any."""
+    def target(self, tracker: Tracker, runs: Runs) -> str | None:
+        """The GPU cluster running the most jobs now (ties: by name); None when none runs any.
+        ``runs(cluster)``: the templates (namespace, name) its member runs now."""
         running: dict[str, int] = {}
+        members: dict[str, set[tuple[str, str]]] = {}
         for job in tracker.jobs:
             state = tracker.state(job)
             if state.state != "running":
                 continue
             for cluster in state.clusters:
                 sample = tracker.clusters.get(cluster)
-                if sample is not None and sample["resource"] == GPU:
+                if sample is None or sample["resource"] != GPU:
+                    continue
+                if cluster not in members:
+                    members[cluster] = runs(cluster)
+                if (job.tenant, job.name) in members[cluster]:
                     running[cluster] = running.get(cluster, 0) + 1
         if not running:
             return None
         return min(running, key=lambda name: (-running[name], name))
 
     def inject(
-        self, faults: Faults, tracker: Tracker, cluster: str, now: dt.datetime, elapsed: float
+        self,
+        faults: Faults,
+        tracker: Tracker,
+        cluster: str,
+        now: dt.datetime,
+        elapsed: float,
+        runs: Runs,
     ) -> None:
         """Take ``cluster`` down now; the jobs running there are the affected ones."""
         self.cluster = cluster
+        member = runs(cluster)
         for job in tracker.jobs:
             state = tracker.state(job)
-            if state.state == "running" and cluster in state.clusters:
+            if (
+                state.state == "running"
+                and cluster in state.clusters
+                and (job.tenant, job.name) in member
+            ):
                 self.affected[job.binding] = state.clusters
                 self._seen[job.binding] = len(tracker.placements.get(job.binding, []))
         faults.cluster_down(cluster, unreachable=True)

@@ -203,9 +203,14 @@ class Demo:
 
     def _failure(self, elapsed: float) -> None:
         failure, faults = self.failure, self.world.faults
-        target = failure.target(self.tracker) if failure.due(elapsed) else None
+        now = self.world.clock.now()
+
+        def runs(cluster: str) -> set[tuple[str, str]]:
+            return self.world.karmada.running_at(cluster, now)
+
+        target = failure.target(self.tracker, runs) if failure.due(elapsed) else None
         if target is not None:
-            failure.inject(faults, self.tracker, target, self.world.clock.now(), elapsed)
+            failure.inject(faults, self.tracker, target, now, elapsed, runs)
             how = (
                 "fleetgate requeues its jobs once it has not been Ready for clusterNotReadyGrace"
                 if rescheduling_available()

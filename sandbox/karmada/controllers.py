@@ -119,6 +119,15 @@ class KarmadaControllers:
         """The member model (for faults: ``fail``, ``set_ready``)."""
         return self.fleet[name]
 
+    def running_at(self, cluster: str, now: datetime) -> set[tuple[str, str]]:
+        """The templates (namespace, name) of the jobs ``cluster``'s member runs at ``now``, as
+        the member knows it: the API's statuses come a status period later (for the demo's
+        failure, which must hit jobs that are running)."""
+        with self._pass:
+            member = self.fleet[cluster]
+            templates = self.execution.templates
+            return {templates[key] for key in member.running_at(now) if key in templates}
+
     def run_once(self, now: datetime | None = None, *, full: bool = True) -> None:
         """One pass of every controller at ``now`` (default: the clock); ``full``: a resync
         first (every key queued), else only what events queued."""

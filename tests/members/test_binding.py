@@ -86,6 +86,21 @@ def test_a_job_runs_for_its_duration_then_succeeds_and_frees_its_pods():
     )
 
 
+def test_running_at_is_the_jobs_started_and_not_at_their_end_step_or_no_step():
+    member = gpu_member(nodes=2)
+    member.submit(job("short", gpus=8, minutes=5), at(0))
+    member.submit(job("long", gpus=8, minutes=30), at(0))
+    member.submit(job("waits", gpus=8, minutes=5), at(0))  # no node left: pending
+    assert member.running_at(at(0)) == ()  # submitted, not started
+    member.step(at(0))
+    assert set(member.running_at(at(1))) == {"short", "long"}
+    # short's end has come: over, though no step has said so (its phase is still Running)
+    assert member.job_state("short").phase == Phase.RUNNING  # type: ignore[union-attr]
+    assert member.running_at(at(5)) == ("long",)
+    member.fail("long", at(6), "node lost")
+    assert member.running_at(at(6)) == ()
+
+
 def test_fail_and_remove_free_the_pods():
     member = gpu_member(nodes=1)
     member.submit(job("a", gpus=8), at(0))

@@ -151,6 +151,17 @@ def test_detector_to_completion(custom: CustomObjectsApi, karmada, clock: Clock)
     assert get(custom, KUBEFLOW, "train")["status"] == status
 
 
+def test_running_at_names_the_templates_a_member_runs_until_their_end(custom, karmada, clock):
+    create(custom, POLICY, policy())
+    submit(custom)
+    started = clock.advance(0)
+    karmada.run_once(started)
+    assert karmada.running_at("gpu-large", started) == {("default", "train")}
+    assert karmada.running_at("gpu-small", started) == set()
+    # at its end (60 s here) it runs no more, before any pass has said so
+    assert karmada.running_at("gpu-large", clock.advance(60)) == set()
+
+
 def test_a_pass_twice_writes_nothing(sandbox: Sandbox, custom, karmada, clock):
     create(custom, POLICY, policy())
     submit(custom)
