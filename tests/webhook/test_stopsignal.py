@@ -78,7 +78,8 @@ READ_SYSCALL = {"x86_64": 0, "aarch64": 63}  # what /proc/<pid>/task/<tid>/sysca
 # main thread sleeps in read(2), takes the signal itself. Python runs handlers in the main
 # thread only, and nothing interrupts that read: the wait must end without them.
 TAKEN_BY_ANOTHER_THREAD = """
-    import signal, threading, time
+    import signal, threading
+    from tests.waiting import eventually
     from webhook.stopsignal import StopSignals
 
     main = threading.get_native_id()
@@ -89,10 +90,10 @@ TAKEN_BY_ANOTHER_THREAD = """
             return said.read().split()[0] == "%d"
 
     def take() -> None:
-        deadline = time.monotonic() + 60
-        while not in_read() and time.monotonic() < deadline:
-            time.sleep(0.001)
-        signal.pthread_kill(threading.get_ident(), signal.SIGUSR1)
+        try:
+            eventually(in_read, 60, "the main thread sleeps in read(2)")
+        finally:  # taken even so: the wait ends and the failure is printed
+            signal.pthread_kill(threading.get_ident(), signal.SIGUSR1)
 
     threading.Thread(target=take).start()
     print(stopping.wait())
