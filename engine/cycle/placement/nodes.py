@@ -71,11 +71,8 @@ KEPT_PER_NODE = 1 << 16
 
 
 def _kept_for(need: Shape) -> dict[Shape, int]:
-    """The answers for pod shape ``need`` (new and empty when none are kept)."""
-    by_free = _PER_NODE.get(need)
-    if by_free is None:
-        by_free = _PER_NODE[need] = {}
-    return by_free
+    """The answers kept for pod shape ``need`` (new and empty when there are none)."""
+    return _PER_NODE.setdefault(need, {})
 
 
 def _remember(by_free: dict[Shape, int], free: Shape, need: Shape) -> int:
@@ -89,8 +86,9 @@ def _remember(by_free: dict[Shape, int], free: Shape, need: Shape) -> int:
     return found
 
 
-def room(nodes: Mapping[Shape, int], shape: Shape) -> tuple[int, int]:
-    """(pods of ``shape`` the nodes hold, nodes with room for one)."""
+def room(nodes: Mapping[Shape, int], shape: Shape, enough: float = math.inf) -> tuple[int, int]:
+    """(pods of ``shape`` the nodes hold, nodes with room for one); with ``enough``, the count
+    stops once the pods reach it (so both numbers may fall short of the whole)."""
     by_free = _PER_NODE.get(shape)
     if by_free is None:
         by_free = _kept_for(shape)
@@ -103,27 +101,15 @@ def room(nodes: Mapping[Shape, int], shape: Shape) -> tuple[int, int]:
         if per:
             pods += n * per
             count += n
+            if pods >= enough:
+                break
     return pods, count
 
 
 def room_reaches(nodes: Mapping[Shape, int], shape: Shape, pods: int) -> bool:
-    """``room(nodes, shape)[0] >= pods``, looking no further than it must."""
-    if pods <= 0:
-        return True
-    by_free = _PER_NODE.get(shape)
-    if by_free is None:
-        by_free = _kept_for(shape)
-    held = 0
-    for free, n in nodes.items():
-        per = by_free.get(free)
-        if per is None:
-            per = _remember(by_free, free, shape)
-            by_free = _PER_NODE[shape]
-        if per:
-            held += n * per
-            if held >= pods:
-                return True
-    return False
+    """``room(nodes, shape)[0] >= pods``, counting no further than it must: for nodes with no
+    negative room (a node with less than nothing would lower the count after it stopped)."""
+    return pods <= 0 or room(nodes, shape, pods)[0] >= pods
 
 
 def room_for_all(shaped: Sequence[tuple[Shape, PodGroup]], room_of: Callable[[Shape], int]) -> bool:
