@@ -167,7 +167,12 @@ def world(tmp_path: Path) -> Iterator[World]:
         )
         api = kubernetes.client.ApiClient(configuration)
         stack.callback(api.close)
-        register(api, *stack.enter_context(fleetgate_webhook(tmp_path / "tls")))
+        # The webhook shares this process with the sandbox, Karmada's controllers and the
+        # submitter; on a loaded CI machine a review during a burst took past the deployed 5 s
+        # (a 500 on create). The replicas are under test here, not the webhook's latency: it
+        # gets the most Kubernetes allows.
+        webhook = stack.enter_context(fleetgate_webhook(tmp_path / "tls"))
+        register(api, *webhook, timeoutSeconds=30)
         seed(api)
         fleet = Fleet(load_fleet(REPO / "examples" / "fleet.yaml"), clock.now())
         karmada = KarmadaControllers(sandbox.store, fleet, clock.now, Timings(tick=0.2))
