@@ -12,9 +12,11 @@ cycle has filled it, as a long-running process would after warming up. Each time
 with the collector paused (``engine.gcpause``); see README, Performance.
 After the last full cycle, ``repeats`` jobs arrive one at a time and each is decided by an
 incremental cycle against the state the full cycle ended in.
-``null_cycle_seconds`` times the null cycle (``engine.bench.nullcycle``) ``repeats`` times over the
-jobs and clusters the last full cycle read, and ``ratio_to_null`` is the full cycle's p50 over
-the null cycle's: issue 34's measure of how far the cycle is from the floor.
+``null_cycle_seconds`` times the null cycle (``engine.bench.nullcycle``) over the jobs and clusters
+the full cycle read, ``NULL_PER_CYCLE`` times right after each warm full cycle (after the cold
+one when it is the only one): interleaved, so that both see the machine at the same moments
+when its speed wanders. ``ratio_to_null`` is the full cycle's p50 over the null cycle's: issue
+34's measure of how far the cycle is from the floor.
 ``decisions_sha256`` digests what was decided (the last full cycle's decisions and queue reports
 as JSON, then each arrival's decision): a refactor or a speed-up of the cycle must leave it
 unchanged for the same arguments.
@@ -36,13 +38,14 @@ from typing import Any
 
 import yaml
 
-from engine.bench.nullcycle import null_cycle, prepare
+from engine.bench.nullcycle import Prepared, null_cycle, prepare
 from engine.bench.synthetic import arrival, synthetic_fleet, with_arrival
 from engine.cycle import Action, Cycle, JobCache
 from engine.gcpause import collector_paused
 from engine.policy.policyset import PolicySet, load_policy_set
 
 NOW = dt.datetime(2026, 1, 5, 12, 0, tzinfo=dt.UTC)
+NULL_PER_CYCLE = 3  # null cycles timed after each warm full cycle
 
 
 def load_documents(documents: Any) -> PolicySet:
@@ -66,16 +69,23 @@ def run(jobs: int, clusters: int, queues: int, seed: int, repeats: int) -> dict[
     gc.collect()
     gc.freeze()
     rounds = max(repeats, 1)
+    null: list[float] = []
+    null_admitted = 0
+    prepared: Prepared | None = None
     for index in range(rounds):
         t0 = time.perf_counter()
         with collector_paused():
             cycle = Cycle(fleet.snapshot, policies, NOW, cache)
             result = cycle.run()
         full.append(time.perf_counter() - t0)
+        if prepared is None:  # every cycle reads the same snapshot: the same jobs and rooms
+            prepared = _null_input(cycle)
         if index == 0 and rounds > 1:  # the cache is warm: keep it out of later collections
             cycle = result = None
             gc.collect()
             gc.freeze()
+        else:
+            null_admitted = _null_cycles(prepared, NULL_PER_CYCLE, null)
     assert cycle is not None and result is not None
     incremental: list[float] = []
     arrivals = []
@@ -89,7 +99,6 @@ def run(jobs: int, clusters: int, queues: int, seed: int, repeats: int) -> dict[
         incremental.append(time.perf_counter() - t0)
     pending = sum(1 for d in result.decisions if d.action != Action.PREEMPT)
     warm = full[1:] or full
-    null, null_admitted = _null_cycles(cycle, max(repeats, 1))
     return {
         "jobs": jobs,
         "clusters": clusters,
@@ -117,19 +126,25 @@ def run(jobs: int, clusters: int, queues: int, seed: int, repeats: int) -> dict[
     }
 
 
-def _null_cycles(cycle: Cycle, repeats: int) -> tuple[list[float], int]:
-    """``repeats`` timed null cycles (``engine.bench.nullcycle``) over what ``cycle`` read."""
-    prepared = prepare(
+def _null_input(cycle: Cycle) -> Prepared:
+    """The null cycle's jobs and rooms (``engine.bench.nullcycle.prepare``): what ``cycle``
+    read."""
+    return prepare(
         ((job.order_key, job.demand) for job in cycle.pending),
         [state.free for state in cycle.clusters.values() if state.view.ready],
     )
-    times, admitted = [], 0
-    for _ in range(repeats):
+
+
+def _null_cycles(prepared: Prepared, count: int, times: list[float]) -> int:
+    """``count`` timed null cycles over ``prepared``, their times added to ``times``; returns
+    how many jobs the null cycle admitted."""
+    admitted = 0
+    for _ in range(count):
         t0 = time.perf_counter()
         with collector_paused():
             admitted = null_cycle(prepared)
         times.append(time.perf_counter() - t0)
-    return times, admitted
+    return admitted
 
 
 def _digest(*parts: Any) -> str:

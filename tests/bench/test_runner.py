@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import statistics
 
+import pytest
+
+from engine.bench.nullcycle import Prepared
 from engine.bench.runner import run
+from engine.cycle import CycleResult
 
 
 def test_the_cycle_p50_is_over_the_warm_cycles_and_the_max_over_all() -> None:
@@ -29,3 +33,33 @@ def test_the_decisions_digest_is_the_same_for_the_same_fleet_and_only_then() -> 
     assert run(jobs=200, clusters=3, queues=4, seed=1, repeats=2)["decisions_sha256"] == first
     assert run(jobs=200, clusters=3, queues=4, seed=2, repeats=2)["decisions_sha256"] != first
     assert len(first) == 64
+
+
+def test_the_null_cycles_are_timed_between_the_warm_full_cycles(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Interleaved: the machine's wandering speed reaches both sides of the ratio alike."""
+    import engine.bench.runner as runner
+
+    calls: list[str] = []
+    first_fit = runner.null_cycle
+
+    class Recorded(runner.Cycle):
+        def run(self) -> CycleResult:
+            calls.append("full")
+            return super().run()
+
+    def null(prepared: Prepared) -> int:
+        calls.append("null")
+        return first_fit(prepared)
+
+    monkeypatch.setattr(runner, "Cycle", Recorded)
+    monkeypatch.setattr(runner, "null_cycle", null)
+    out = run(jobs=60, clusters=2, queues=3, seed=1, repeats=3)
+    nulls = ["null"] * runner.NULL_PER_CYCLE
+    assert calls == ["full", "full", *nulls, "full", *nulls]
+    assert out["null_admitted"] > 0
+    assert len(out["warm_cycle_seconds"]) == 2
+    calls.clear()
+    run(jobs=60, clusters=2, queues=3, seed=1, repeats=1)
+    assert calls == ["full", *nulls]
