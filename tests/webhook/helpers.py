@@ -13,6 +13,8 @@ import datetime as dt
 import functools
 import itertools
 import json
+import shutil
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -280,26 +282,44 @@ def write_certificates(
         )
         .sign(ca_key, hashes.SHA256())
     )
-    directory.mkdir(parents=True, exist_ok=True)
-    paths = directory / "tls.crt", directory / "tls.key", directory / "ca.crt"
     key_pem = key.private_bytes(
         serialization.Encoding.PEM,
         serialization.PrivateFormat.PKCS8,
         serialization.NoEncryption(),
     )
-    for path, data in zip(
-        paths,
-        (
-            cert.public_bytes(serialization.Encoding.PEM),
-            key_pem,
-            ca_cert.public_bytes(serialization.Encoding.PEM),
-        ),
-        strict=True,
-    ):
-        aside = path.with_name(f".{path.name}.tmp")
-        aside.write_bytes(data)
-        aside.replace(path)  # atomic, as the kubelet swaps a Secret volume
-    return (*paths, ca)
+    files = {
+        "tls.crt": cert.public_bytes(serialization.Encoding.PEM),
+        "tls.key": key_pem,
+        "ca.crt": ca_cert.public_bytes(serialization.Encoding.PEM),
+    }
+    swap_in_secret_volume(directory, files)
+    return (*(directory / name for name in files), ca)
+
+
+def swap_in_secret_volume(directory: Path, files: Mapping[str, bytes]) -> None:
+    """Write ``files`` as the kubelet writes a Secret volume: all of them change in one rename.
+
+    Each visible name is a symlink into ``..data``, itself a symlink to a hidden directory that
+    holds this version; a new version is a new directory and one rename of ``..data``. A reader
+    that follows the symlinks sees the old set or the new one, never a new certificate beside
+    the old key.
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    data = directory / "..data"
+    previous = directory / data.readlink() if data.is_symlink() else None
+    version = Path(tempfile.mkdtemp(prefix="..version-", dir=directory))
+    for name, content in files.items():
+        (version / name).write_bytes(content)
+    staged = directory / "..data_tmp"
+    staged.symlink_to(version.name)
+    staged.replace(data)  # rename(2) over the old link: the one atomic step
+    for name in files:
+        visible = directory / name
+        if not visible.is_symlink():
+            visible.unlink(missing_ok=True)
+            visible.symlink_to(f"..data/{name}")
+    if previous is not None:
+        shutil.rmtree(previous)
 
 
 # -- the same client interface over real HTTP -----------------------------------------------------
