@@ -182,6 +182,38 @@ def test_rotated_certificate_is_picked_up_without_a_restart(make_app, tmp_path):
         kept.close()
 
 
+def test_a_renewal_never_shows_a_new_certificate_beside_the_old_key(tmp_path, monkeypatch):
+    # The rotation test above polls every 50 ms; a renewal written file by file once let it
+    # see the new certificate with the old key (CI, 2026-11-29). The kubelet swaps a Secret
+    # volume in one rename, so every state a reader can see must be a matching pair.
+    directory = tmp_path / "tls"
+    cert, key, _, ca = write_certificates(directory)
+    seen: list[bool] = []
+
+    def loads() -> bool:
+        try:
+            ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(cert, key)
+        except (ssl.SSLError, OSError):
+            return False
+        return True
+
+    def watched(step: Callable[..., Any]) -> Callable[..., Any]:
+        def after(self: Path, *args: Any, **kwargs: Any) -> Any:
+            result = step(self, *args, **kwargs)
+            seen.append(loads())
+            return result
+
+        return after
+
+    for name in ("replace", "rename", "write_bytes", "symlink_to", "unlink"):
+        monkeypatch.setattr(Path, name, watched(getattr(Path, name)))
+    before = cert.read_bytes()
+    write_certificates(directory, ca=ca)
+    monkeypatch.undo()
+    assert cert.read_bytes() != before and loads()
+    assert seen and all(seen)
+
+
 def test_a_half_written_certificate_pair_keeps_the_old_one_until_complete(make_app, tmp_path):
     directory = tmp_path / "tls"
     cert, key, ca_file, ca = write_certificates(directory)
