@@ -13,10 +13,16 @@ Fenced: every mutating request (POST, PUT, PATCH, DELETE) but those to Leases (t
 itself renews through the same client). Reads are never fenced. ``remaining()`` is what is left
 of the lease, for request timeouts that end inside it.
 
+The API server is told the same bound: a fenced request's URL carries ``timeout=`` with what is
+left of the lease when its request line is written (kube-apiserver's request deadline, see
+``sandbox.deadline``), so a write that arrives in time but would be committed after the lease
+ended (a stalled API server, slow admission webhooks) is answered 504 and not committed.
+
 What remains (docs/reconciler.md, "Fencing"): the instants between the deadline check and the
-``sendall`` system call (a thread frozen exactly there sends when it wakes), and a request that
-left in time but that the API server commits more than ``lease_duration - renew_deadline``
-later. Kubernetes has no fencing token a write could carry, as client-go has none.
+``sendall`` system call (a thread frozen exactly there sends when it wakes), the time the
+request takes to reach the API server (its deadline counts from its arrival), and a write whose
+storage transaction has begun when the deadline passes. Kubernetes has no fencing token a write
+could carry, as client-go has none.
 """
 
 from __future__ import annotations
@@ -58,8 +64,19 @@ class Fence:
         until = self.deadline()
         return 0.0 if until is None else max(0.0, until - self.clock())
 
+    def fenced(self, method: str, url: str) -> bool:
+        return method in MUTATING and not url.startswith(UNFENCED_PATHS)
+
+    def bounded(self, method: str, url: str) -> str:
+        """``url`` with the API server's deadline for a fenced request: ``timeout=`` what is
+        left of the lease, in whole milliseconds (at least 1: 0 would mean no bound)."""
+        if not self.fenced(method, url):
+            return url
+        millis = max(1, int(self.remaining() * 1000))
+        return f"{url}{'&' if '?' in url else '?'}timeout={millis}ms"
+
     def check(self, method: str, url: str) -> None:
-        if method not in MUTATING or url.startswith(UNFENCED_PATHS):
+        if not self.fenced(method, url):
             return
         until = self.deadline()
         now = self.clock()
@@ -76,6 +93,7 @@ class _FencedMixin:
 
     def putrequest(self, method: str, url: str, *args: Any, **kwargs: Any) -> None:
         self._fenced_request = (method, url)
+        url = self.fence.bounded(method, url)  # the API server drops it past the lease
         super().putrequest(method, url, *args, **kwargs)  # type: ignore[misc]
 
     def send(self, data: Any) -> None:

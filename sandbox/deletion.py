@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from sandbox import errors, meta
+from sandbox import deadline, errors, meta
 from sandbox.admission import DELETE
 from sandbox.jsoncopy import copy_json
 from sandbox.resources import Resource, ResourceType
@@ -64,6 +64,7 @@ class Deletions(StoreCore):
         with self._lock:
             current = self._lookup(rt, scope, name)
             _check_preconditions(rt, current, preconditions or {})
+            deadline.check()  # the request's deadline passed: nothing is deleted (504)
             if dry_run:
                 return self._out(rt, current, version)
             return self._out(rt, self._start_deletion(rt, current, policy), version)

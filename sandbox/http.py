@@ -26,6 +26,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from sandbox import admission, discovery, errors
 from sandbox.authn import acting_as
+from sandbox.deadline import deadline_of, request_deadline
 from sandbox.requester import requester
 from sandbox.resources import ResourceType
 from sandbox.table import to_table
@@ -79,6 +80,7 @@ class ApiHandler(BaseHTTPRequestHandler):
         self._serve("DELETE")
 
     def _serve(self, method: str) -> None:
+        arrived = time.monotonic()  # the deadline counts from here (sandbox.deadline)
         url = urlsplit(self.path)
         query = {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
         body = self._read_body()
@@ -87,28 +89,32 @@ class ApiHandler(BaseHTTPRequestHandler):
             return
         self._warnings = admission.collect_warnings()
         try:
-            access = self.server.access
-            user = access.admit(
-                self.server.store, self.headers.get("Authorization"), method, url.path, query
-            )
-            extra = self.server.routes.get(url.path)
-            if extra is not None:  # the sandbox's own endpoints (faults): no request hooks
-                code, answer = extra(method, query, body)
-                self._send_json(code, answer)
-                return
-            for hook in list(self.server.request_hooks):
-                hook(method, url.path, query)
-            store = self.server.store
-            if access.serve(self, self._send_json, store, user, method, url.path, query, body):
-                return  # a review, an aggregated API, or discovery naming one
-            agent = self.headers.get("User-Agent", "")
-            with requester(agent, method, url.path), acting_as(user):
-                self._dispatch(method, url.path, query, body)  # who wrote what, and webhooks
+            with request_deadline(deadline_of(query, arrived)):
+                self._serve_within(method, url.path, query, body)
         except errors.StatusError as error:
             self._send_json(error.code, error.status)
         except Exception as error:  # the edge: any bug becomes a 500 Status, logged, not a hang
             log.exception("sandbox API: %s %s failed", method, self.path)
             self._send_json(500, errors.internal(str(error)).status)
+
+    def _serve_within(self, method: str, path: str, query: dict[str, str], body: bytes) -> None:
+        access = self.server.access
+        user = access.admit(
+            self.server.store, self.headers.get("Authorization"), method, path, query
+        )
+        extra = self.server.routes.get(path)
+        if extra is not None:  # the sandbox's own endpoints (faults): no request hooks
+            code, answer = extra(method, query, body)
+            self._send_json(code, answer)
+            return
+        for hook in list(self.server.request_hooks):
+            hook(method, path, query)
+        store = self.server.store
+        if access.serve(self, self._send_json, store, user, method, path, query, body):
+            return  # a review, an aggregated API, or discovery naming one
+        agent = self.headers.get("User-Agent", "")
+        with requester(agent, method, path), acting_as(user):
+            self._dispatch(method, path, query, body)  # who wrote what, and webhooks
 
     def _read_body(self) -> bytes | None:
         """The request's body; None when the client went away before all of it arrived (Go's

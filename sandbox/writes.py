@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from sandbox import errors, meta, secrets
+from sandbox import deadline, errors, meta, secrets
 from sandbox.admission import CREATE, UPDATE
 from sandbox.deletion import Deletions
 from sandbox.jsoncopy import copy_json
@@ -61,6 +61,7 @@ class Writes(Deletions):
             key = (scope, new["metadata"]["name"])
             if key in self._objects[rt.key]:
                 raise errors.already_exists(rt.group, rt.plural, key[1])
+            deadline.check()  # the request's deadline passed: nothing is stored (504)
             if dry_run:
                 return self._out(rt, new, _version(sent_version))
             self._put(rt, new, ADDED, None)
@@ -179,6 +180,7 @@ class Writes(Deletions):
                     if latest is None:
                         raise errors.not_found(rt.group, rt.plural, name)
                     continue  # written meanwhile: recompute (a stale precondition now fails)
+                deadline.check()  # the request's deadline passed: nothing is stored (504)
                 if dry_run or new == current:
                     return self._out(rt, new, version)
                 if new["metadata"].get("deletionTimestamp") and not new["metadata"].get(

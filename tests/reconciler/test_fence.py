@@ -15,14 +15,17 @@ from typing import Any
 
 import kubernetes
 import pytest
+from kubernetes.client.rest import ApiException
 
 from engine.cycle.model import Decision
 from engine.cycle.reasons import Action, Reason
 from reconciler import fence
 from reconciler.apply import Applier, ApplyError, Outcome
+from sandbox.faults import Faults
 from sandbox.server import Sandbox
 from sandbox.writelog import WriteLog
 from tests.reconciler.test_apply import create, read
+from tests.sandbox.test_deadline import stall_past_the_deadline
 
 RB_KEY = "resourcebindings.work.karmada.io"
 
@@ -128,7 +131,8 @@ def test_a_request_whose_body_would_leave_after_the_deadline_is_cut_off(
     # whole request, and the connection is not reused half-written
     custom = kubernetes.client.CustomObjectsApi(api_client)
     create(custom)
-    ticks = iter([100.0, 100.0, 200.0])  # remaining(), the headers' check, the body's check
+    # remaining() here and for the URL's timeout, the headers' check, the body's check
+    ticks = iter([100.0, 100.0, 100.0, 200.0])
     clock = Clock()
     guard = fence.Fence(lambda: 105.0, lambda: next(ticks, 200.0))
     fence.install(api_client, guard)
@@ -140,6 +144,48 @@ def test_a_request_whose_body_would_leave_after_the_deadline_is_cut_off(
     assert [w for w in writes.entries(RB_KEY) if w.verb == "patch"] == []
     clock.now = 100.0
     assert read(custom)["metadata"]["name"] == "train-pytorchjob"  # the client still works
+
+
+def test_the_api_server_is_told_to_drop_a_write_it_cannot_store_within_the_lease(
+    api_client: kubernetes.client.ApiClient,
+    sandbox: Sandbox,
+    writes: WriteLog,
+) -> None:
+    # Seen on 2026-11-29 (test_kill.py on an overloaded machine): six patches sent inside the
+    # lease were committed 4 s later, after another replica had taken the Lease. Each fenced
+    # request now carries ``timeout=`` what is left of the lease, which kube-apiserver turns
+    # into its deadline; the sandbox stalls the patch until that deadline has passed.
+    custom = kubernetes.client.CustomObjectsApi(api_client)
+    create(custom)
+    asked: list[tuple[str, str, str | None]] = []
+    sandbox.request_hooks.append(lambda method, path, query: asked.append(
+        (method, path.rsplit("/", 2)[-2], query.get("timeout"))
+    ))  # fmt: skip
+    clock = Clock()
+    lease_ends = [105.0]
+    applier, _ = fenced_applier(api_client, lambda: lease_ends[0], clock)
+    assert applier.apply(waiting(), read(custom)) == Outcome.APPLIED
+    assert ("PATCH", "resourcebindings", "5000ms") in asked  # 5 s of the lease left
+    coordination = kubernetes.client.CoordinationV1Api(api_client)
+    lease = {"metadata": {"name": "l"}, "spec": {"holderIdentity": "me"}}
+    coordination.create_namespaced_lease("default", lease)
+    assert ("POST", "default", None) in asked  # the Lease: renewing it is what fences
+    assert [t for method, _, t in asked if method == "GET"] == [None]  # a read: unbounded
+
+    committed = [w for w in writes.entries(RB_KEY) if w.verb == "patch"]
+    lease_ends[0] = 100.0025  # 2.5 ms of the lease left (sent as 2ms); the server stalls longer
+    Faults(seed=1, sleep=stall_past_the_deadline).attach(sandbox).delay_requests(
+        1, method="PATCH", path="/resourcebindings/", count=1
+    )
+    with pytest.raises(ApiException) as raised:  # the client waits for the server's answer
+        custom.patch_namespaced_custom_object(
+            "work.karmada.io", "v1alpha2", "default", "resourcebindings", "train-pytorchjob",
+            {"metadata": {"labels": {"late": "yes"}}}, _request_timeout=30,
+        )  # fmt: skip
+    assert (raised.value.status, raised.value.reason) == (504, "Gateway Timeout")
+    assert ("PATCH", "resourcebindings", "2ms") in asked
+    assert [w for w in writes.entries(RB_KEY) if w.verb == "patch"] == committed  # not stored
+    assert "late" not in (read(custom)["metadata"].get("labels") or {})
 
 
 def _try(applier: Applier, binding: dict[str, Any]) -> Any:
