@@ -82,8 +82,8 @@ def deadline_of(
 
 
 @contextlib.contextmanager
-def request_deadline(deadline: float) -> Iterator[None]:
-    """The deadline of the request this thread serves, for :func:`check` meanwhile."""
+def request_deadline(deadline: float | None) -> Iterator[None]:
+    """The deadline of the request this thread serves (None: none), for :func:`check`."""
     _state.deadline = deadline
     try:
         yield

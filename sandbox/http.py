@@ -89,7 +89,9 @@ class ApiHandler(BaseHTTPRequestHandler):
             return
         self._warnings = admission.collect_warnings()
         try:
-            with request_deadline(deadline_of(query, arrived)):
+            watching = _truthy(query.get("watch")) or "/watch/" in url.path
+            # a watch is long-running: kube-apiserver gives it no deadline and reads no timeout
+            with request_deadline(None if watching else deadline_of(query, arrived)):
                 self._serve_within(method, url.path, query, body)
         except errors.StatusError as error:
             self._send_json(error.code, error.status)
@@ -335,6 +337,11 @@ class ApiHandler(BaseHTTPRequestHandler):
 
     def _watch_events(self, route: Route, query: dict[str, str]) -> None:
         store, rt = self.server.store, route.rt
+        try:  # ListOptions.timeoutSeconds: a number (refused before the stream starts)
+            timeout = float(query.get("timeoutSeconds") or DEFAULT_WATCH_TIMEOUT)
+        except ValueError:
+            said = query["timeoutSeconds"]
+            raise errors.bad_request(f"invalid timeoutSeconds: {said!r}") from None
         field_selector = query.get("fieldSelector", "")
         if route.name:  # .../watch/<plural>/<name>: one object
             name_selector = f"metadata.name={route.name}"
@@ -359,7 +366,6 @@ class ApiHandler(BaseHTTPRequestHandler):
             self._chunk({"type": ERROR, "object": error.status})
             self._chunk(None)
             return
-        timeout = float(query.get("timeoutSeconds") or DEFAULT_WATCH_TIMEOUT)
         bookmarks = _truthy(query.get("allowWatchBookmarks"))
         self.server.track_watch(subscription, self.path)
         try:

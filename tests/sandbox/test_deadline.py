@@ -136,3 +136,20 @@ def test_a_timeout_that_does_not_parse_is_a_bad_request(core) -> None:
         'invalid timeout specified in the request URL - time: invalid duration "soon"'
     )
     assert "odd" not in [c.metadata.name for c in core.list_namespaced_config_map("default").items]
+
+
+def test_a_watch_has_no_deadline_and_its_timeout_is_not_read(core) -> None:
+    # long-running requests skip kube-apiserver's WithRequestDeadline: no 400 for the value
+    client = core.api_client
+    query = [("watch", "1"), ("timeoutSeconds", "1"), ("timeout", "soon")]
+    request = client.param_serialize(
+        "GET", CONFIGMAPS, query_params=query, auth_settings=["BearerToken"]
+    )
+    answer = client.call_api(*request)
+    answer.read()  # the stream ends after timeoutSeconds
+    assert answer.status == 200
+
+
+def test_a_watch_timeout_that_is_not_an_integer_is_a_bad_request(core) -> None:
+    code, status = call(core, "GET", CONFIGMAPS + "?watch=1&timeoutSeconds=soon")
+    assert (code, status["reason"]) == (400, "BadRequest")
