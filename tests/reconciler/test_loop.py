@@ -176,13 +176,16 @@ def binding(custom: kubernetes.client.CustomObjectsApi, job: str) -> dict[str, A
 
 
 def caught_up(rec: Reconciler, custom: kubernetes.client.CustomObjectsApi) -> None:
-    """Wait until the reconciler's caches of bindings and of PyTorchJobs (their templates: the
-    two watches are apart, so either may lag) hold what the server holds."""
+    """Wait until the reconciler's caches of bindings, of PyTorchJobs (their templates) and of
+    Clusters (whose status Karmada's controllers may just have written) hold what the server
+    holds: the watches are apart, so any of them may lag."""
 
     def same(served: list[dict[str, Any]], informer: str) -> bool:
         cached = rec.informers[informer]
         return all(
-            (cached.get(NS, o["metadata"]["name"]) or {}).get("metadata", {}).get("resourceVersion")
+            (cached.get(o["metadata"].get("namespace", ""), o["metadata"]["name"]) or {})
+            .get("metadata", {})
+            .get("resourceVersion")
             == o["metadata"]["resourceVersion"]
             for o in served
         )
@@ -195,6 +198,12 @@ def caught_up(rec: Reconciler, custom: kubernetes.client.CustomObjectsApi) -> No
             )
             and same(
                 custom.list_namespaced_custom_object(*KUBEFLOW)["items"], "pytorchjobs.kubeflow.org"
+            )
+            and same(
+                custom.list_cluster_custom_object("cluster.karmada.io", "v1alpha1", "clusters")[
+                    "items"
+                ],
+                "clusters.cluster.karmada.io",
             )
         )
     )
