@@ -300,6 +300,9 @@ class Simulation:
             if decision.action == Action.ADMIT and job.state == "pending":
                 self._admit(job, decision, t, now, result.policy_version)
             elif decision.action == Action.PREEMPT and job.state == "admitted":
+                by = self.by_ref.get(decision.preemptor)
+                if by is not None and by.queue != job.queue:
+                    self.metrics.reclaimed(job.queue, job.demand)
                 self.preemptions += 1
                 job.preemptions += 1
                 job.preempted_gpu_s += self._evict(job, t)  # the report's loss by preemption

@@ -116,6 +116,8 @@ class Metrics:
         }
         self.usage: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
         self.waiting: dict[str, int] = defaultdict(int)  # queue → jobs pending
+        # queue → preemptions by another queue's job that left it below its GPU guarantee
+        self.below_guarantee: dict[str, int] = defaultdict(int)
         self.waiting_gpu: dict[str, int] = defaultdict(int)  # queue → GPU jobs pending
         self.waiting_gpus: dict[str, float] = defaultdict(float)  # queue → their GPUs
         self.busy_time: dict[str, float] = defaultdict(float)
@@ -144,6 +146,14 @@ class Metrics:
         usage = self.usage[queue]
         for i in range(3):
             usage[i] = max(0.0, usage[i] + sign * demand[i])
+
+    def reclaimed(self, queue: str, demand: Sequence[float]) -> None:
+        """Another queue's job preempts a job of ``queue`` holding ``demand`` (called before
+        the room is given back): counted when it leaves ``queue`` with fewer GPUs than its
+        guarantee, which reclaim never may (it takes only what a queue borrows)."""
+        guaranteed = self.series.queue_guarantee.get(queue, {}).get(GPU, 0.0)
+        if self.usage[queue][0] - demand[0] < guaranteed - 1e-9:
+            self.below_guarantee[queue] += 1
 
     def wait(self, queue: str, gpus: float, delta: int) -> None:
         """A job of ``gpus`` GPUs starts (``delta`` 1) or stops (-1) waiting in ``queue``."""
@@ -286,6 +296,7 @@ class Metrics:
                 ),
                 "share_mean": self._share(name),
                 "attainment_mean": self._attainment(name),
+                "reclaimed_below_guarantee": self.below_guarantee.get(name, 0),
             }
         for name in sorted(by_tenant):
             jobs = by_tenant[name]

@@ -116,6 +116,7 @@ def summarize(sim: Run, records: list[JobRecord], end: float, wall: float) -> di
         "peak_pending": sim.peak_pending,
         "rescheduled": sum(1 for j in sim.jobs if j.admissions > 1),
         "preemptions": sim.preemptions,
+        "reclaimed_below_guarantee": sum(sim.metrics.below_guarantee.values()),
         "failures": sim.failures,
         "gpu_hours_lost": round(sim.lost_gpu_s / 3600, 3),
         "wait_s": percentiles(waits(records, end)),
