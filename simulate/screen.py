@@ -84,6 +84,9 @@ def overview(runs: Sequence[RunResult]) -> Table:
         f"{s['jobs']['gpu_hours_lost']:.1f}")  # fmt: skip
     row("preempted · >1× · most", lambda s: " · ".join(
         str(s["jobs"].get(k, "–")) for k in BY_JOB))  # fmt: skip
+    row(
+        "reclaims below a guarantee", lambda s: str(s["jobs"].get("reclaimed_below_guarantee", "–"))
+    )
     row("failures · rescheduled", lambda s: f"{s['jobs']['failures']} · "
         f"{s['jobs']['rescheduled']}")  # fmt: skip
     row("simulated · wall · cycles", lambda s: f"{_time(s['until_s'])} · {s['wall_s']:.1f}s · "

@@ -4,10 +4,14 @@ victim's queue with fewer GPUs than its guarantee (per queue and for the whole r
 
 from __future__ import annotations
 
+import io
 from typing import Any
+
+from rich.console import Console
 
 from engine.cycle import run_cycle
 from simulate.metrics import Metrics
+from simulate.screen import print_summary
 
 QUEUES = """\
 apiVersion: fleetgate.io/v1alpha1
@@ -79,3 +83,12 @@ def test_the_run_counts_each_reclaim_that_breaks_a_guarantee(  # type: ignore[no
     assert s["queues"]["a"]["preemptions"] >= 2
     assert s["queues"]["a"]["reclaimed_below_guarantee"] == s["queues"]["a"]["preemptions"]
     assert s["jobs"]["reclaimed_below_guarantee"] == s["queues"]["a"]["preemptions"]
+
+
+def test_the_summary_screen_says_it(policies, trace_file, simulate, cluster) -> None:  # type: ignore[no-untyped-def]
+    policy_set = policies({"other": 1}, extra=QUEUES)
+    _, result = simulate(policy_set, [cluster("east", 3)], trace_file(ROWS), interval=10)
+    out = io.StringIO()
+    print_summary([result], Console(file=out, width=160, color_system=None))
+    line = next(x for x in out.getvalue().splitlines() if "reclaims below a guarantee" in x)
+    assert line.split("│")[2].strip() == "0"
