@@ -9,6 +9,13 @@ from typing import Any
 from engine.quantity import to_number
 
 PODS = "pods"
+ZERO = Fraction(0)  # Fractions are immutable: one zero serves every lookup that misses
+
+
+def _exact(value: Fraction | int) -> Fraction:
+    """``value`` as a Fraction: itself when it is one already (``Fraction(f)`` would build an
+    equal copy)."""
+    return value if type(value) is Fraction else Fraction(value)
 
 
 class Resources(Mapping[str, Fraction]):
@@ -17,14 +24,14 @@ class Resources(Mapping[str, Fraction]):
     __slots__ = ("_items",)
 
     def __init__(self, items: Mapping[str, Fraction | int] | None = None) -> None:
-        clean = {k: Fraction(v) for k, v in (items or {}).items() if v}
+        clean = {k: _exact(v) for k, v in (items or {}).items() if v}
         self._items: dict[str, Fraction] = dict(sorted(clean.items()))
 
     def __getitem__(self, key: str) -> Fraction:
         return self._items[key]
 
     def get_amount(self, key: str) -> Fraction:
-        return self._items.get(key, Fraction(0))
+        return self._items.get(key, ZERO)
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._items)
@@ -48,7 +55,7 @@ class Resources(Mapping[str, Fraction]):
     def __add__(self, other: Mapping[str, Fraction]) -> Resources:
         total = dict(self._items)
         for key, value in other.items():
-            total[key] = total.get(key, Fraction(0)) + value
+            total[key] = total.get(key, ZERO) + value
         return Resources(total)
 
     def scale(self, factor: int | Fraction) -> Resources:
@@ -57,7 +64,7 @@ class Resources(Mapping[str, Fraction]):
     def maximum(self, other: Mapping[str, Fraction]) -> Resources:
         """Per resource, the larger amount."""
         keys = set(self._items) | set(other)
-        return Resources({k: max(self.get_amount(k), other.get(k, Fraction(0))) for k in keys})
+        return Resources({k: max(self.get_amount(k), other.get(k, ZERO)) for k in keys})
 
     @staticmethod
     def sum(many: Iterable[Mapping[str, Fraction]]) -> Resources:

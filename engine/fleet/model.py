@@ -26,7 +26,7 @@ from engine.fleet.affinity import (
     tolerates,
 )
 from engine.fleet.frozen import FrozenDict
-from engine.resources import Resources
+from engine.resources import ZERO, Resources
 from engine.workloads.hyperjob import HyperJob
 from engine.workloads.model import Workload
 
@@ -103,7 +103,7 @@ class ClusterView:
         """allocatable − allocated − allocating per resource, floored at 0 (Karmada's estimate)."""
         used = self.allocated + self.allocating
         return Resources(
-            {k: max(v - used.get_amount(k), Fraction(0)) for k, v in self.allocatable.items()}
+            {k: max(v - used.get_amount(k), ZERO) for k, v in self.allocatable.items()}
         )
 
     def serves(self, api_version: str, kind: str) -> bool:
