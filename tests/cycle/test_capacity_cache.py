@@ -436,3 +436,58 @@ def test_maybe_room_counts_every_node_as_before_even_overdrawn(
         expected = nodes_of.place(dict(now), shaped)[1] is None
     assert upper.holds(shaped) == expected
     assert upper.nodes == now
+
+
+def _nodes_by_rule(
+    models: Sequence[ResourceModel], modelings: Sequence[tuple[int, int]]
+) -> tuple[tuple[str, ...], dict[tuple[int, ...], int]]:
+    """Karmada's rule, computed afresh: a node of a grade has its grade's minimums free (the
+    first grade's are 0); counts of grades no model names, or of no nodes, are left out."""
+    by_grade = {m.grade: m for m in models}
+    names = tuple(sorted({r for m in models for r in m.ranges}))
+    nodes: dict[tuple[int, ...], int] = {}
+    for grade, count in modelings:
+        if grade not in by_grade or count <= 0:
+            continue
+        ranges = by_grade[grade].ranges
+        shape = tuple(
+            0 if grade == min(by_grade) or r not in ranges else int(ranges[r][0] * 1000)
+            for r in names
+        )
+        nodes[shape] = nodes.get(shape, 0) + count
+    return names, nodes
+
+
+_GRADES = st.lists(
+    st.fixed_dictionaries(
+        {},
+        optional={
+            GPU: st.integers(0, 8).map(Fraction),
+            CPU: st.integers(0, 128).map(lambda c: Fraction(c, 4)),
+        },
+    ),
+    min_size=1,
+    max_size=4,
+)
+_MODELINGS = st.lists(st.tuples(st.integers(-1, 4), st.integers(-1, 5)), max_size=6)
+
+
+@given(st.lists(st.tuples(_GRADES, _MODELINGS), min_size=1, max_size=4), _MODELINGS)
+@settings(max_examples=150, deadline=None)
+def test_node_shapes_kept_per_models_object_match_the_rule(
+    changes: list[tuple[list[dict[str, Fraction]], list[tuple[int, int]]]],
+    again: list[tuple[int, int]],
+) -> None:
+    """``nodes.from_models`` keeps each models object's grade shapes, and the modelings move
+    with every pod: each call answers as the rule does, for a new models object too (even
+    one equal to an earlier one), and a caller that changes the nodes it got (ClusterState
+    places pods on them) changes nothing a later call returns."""
+    for lows, modelings in changes:
+        models = tuple(
+            ResourceModel(grade, FrozenDict({r: (lo, lo + 1) for r, lo in low.items()}))
+            for grade, low in enumerate(lows)
+        )
+        for asked in (modelings, modelings, again):
+            names, nodes = nodes_of.from_models(models, asked)
+            assert (names, nodes) == _nodes_by_rule(models, asked)
+            nodes[(-1,) * len(names)] = 99  # as a placement would change them

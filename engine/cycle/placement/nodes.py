@@ -24,20 +24,43 @@ def from_models(
     """(the modelled resources, in order; the nodes) of a cluster's resource models and
     ``allocatableModelings``: each node of a grade has at least the grade's minimum free of
     every modelled resource, the first grade's minimum being 0 (as Karmada documents)."""
-    grades = {m.grade: m for m in models}
-    first = min(grades)
-    names = tuple(sorted({r for m in models for r in m.ranges}))
+    names, shapes = _grade_shapes(models)
     nodes: dict[Shape, int] = {}
     for grade, count in modelings:
-        model = grades.get(grade)
-        if model is None or count <= 0:
+        shape = shapes.get(grade)
+        if shape is None or count <= 0:
             continue
-        floor = {
-            r: 0 if grade == first else math.floor(lo * 1000) for r, (lo, _) in model.ranges.items()
-        }
-        shape = tuple(floor.get(r, 0) for r in names)
         nodes[shape] = nodes.get(shape, 0) + count
     return names, nodes
+
+
+# (models, modelled resources, each grade's node shape) by the identity of the models: a
+# cluster's models stay one object while its modelings move with every pod bound or freed
+_GRADES: dict[int, tuple[Sequence[ResourceModel], tuple[str, ...], dict[int, Shape]]] = {}
+KEPT_GRADES = 1024
+
+
+def _grade_shapes(models: Sequence[ResourceModel]) -> tuple[tuple[str, ...], dict[int, Shape]]:
+    """The modelled resources and each grade's node shape (its minimums; the first grade's
+    are 0), kept while ``models`` is the object they were found for."""
+    kept = _GRADES.get(id(models))
+    if kept is not None and kept[0] is models:
+        return kept[1], kept[2]
+    grades = {m.grade: m for m in models}
+    names = tuple(sorted({r for m in models for r in m.ranges}))
+    shapes: dict[int, Shape] = {}
+    if grades:
+        first = min(grades)
+        for grade, model in grades.items():
+            floor = {
+                r: 0 if grade == first else math.floor(lo * 1000)
+                for r, (lo, _) in model.ranges.items()
+            }
+            shapes[grade] = tuple(floor.get(r, 0) for r in names)
+    if len(_GRADES) >= KEPT_GRADES:
+        _GRADES.clear()
+    _GRADES[id(models)] = (models, names, shapes)  # the entry keeps the models alive
+    return names, shapes
 
 
 def per_node(free: Shape, need: Shape) -> int:
