@@ -19,7 +19,15 @@ Vec = dict[str, int]
 
 
 def request_milli(amounts: Mapping[str, Fraction]) -> Vec:
-    return {k: -_floor_milli(-v) for k, v in amounts.items() if v > 0}
+    """The positive amounts, each rounded up to a whole milli-unit."""
+    out: Vec = {}
+    for k, v in amounts.items():
+        if type(v) is Fraction:  # in integers: a Fraction's denominator is positive
+            if v.numerator > 0:
+                out[k] = -(-(v.numerator * 1000) // v.denominator)
+        elif v > 0:
+            out[k] = -_floor_milli(-v)
+    return out
 
 
 def capacity_milli(amounts: Mapping[str, Fraction]) -> Vec:

@@ -12,10 +12,12 @@ from collections.abc import (
     Mapping,
     ValuesView,
 )
+from operator import itemgetter
 from typing import Any, Generic, TypeVar
 
 K = TypeVar("K")
 V = TypeVar("V")
+_KEY = itemgetter(0)  # an item's key: values need not compare
 
 
 class FrozenDict(Mapping[K, V], Generic[K, V]):
@@ -24,7 +26,7 @@ class FrozenDict(Mapping[K, V], Generic[K, V]):
     __slots__ = ("__weakref__", "_after", "_hash", "_items")
 
     def __init__(self, items: Mapping[K, V] | None = None) -> None:
-        self._items: dict[K, V] = dict(sorted((items or {}).items(), key=lambda kv: kv[0]))
+        self._items: dict[K, V] = dict(sorted((items or {}).items(), key=_KEY))
         self._hash: int | None = None
         self._after: tuple[weakref.ref[FrozenDict[K, V]], Collection[K]] | None = None
 

@@ -225,7 +225,9 @@ def test_the_property_mostly_checks_the_equivalence(load: Any) -> None:
 
         sample()
 
-    until_covered(draw_batch, lambda: all(reason in reasons for reason in wanted))
+    # A Preempting arrival is the rarest: alone this test first draws one in its 8th batch, and
+    # in the 12th after tests/simulate's modules are loaded (their constants join the draws)
+    until_covered(draw_batch, lambda: all(reason in reasons for reason in wanted), batches=24)
     assert counts["equivalent"] >= counts["all"] // 2, counts
     for reason in wanted:
         assert reason in reasons, f"no arrival {reason} in the sample: {sorted(reasons)}"
